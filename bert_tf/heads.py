@@ -1,0 +1,251 @@
+"""Task heads on top of `BertEncoder` outputs. Each is one small Keras layer.
+
+Pretraining: MaskedLMHead (decoder tied to the token embeddings), NextSentenceHead.
+Fine-tuning: ClassificationHead / RegressionHead (pooled [CLS]), SpanHead (SQuAD),
+MultipleChoiceHead (SWAG), TokenClassificationHead (NER), BiLSTMHead (the "+ BiLSTM"
+ablation and the feature-based NER of Table 7), and FeatureCombiner, which picks or
+mixes encoder layers for the feature-based experiments.
+"""
+
+import keras
+from keras import ops
+
+from bert_tf.transformer_block import activation
+
+
+def _init(initializer_range):
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """Dense -> GELU -> LayerNorm, then logits against the (tied) token embeddings + bias.
+
+    Only the masked positions are gathered first, so the [V]-wide matmul costs
+    max_predictions_per_seq rows per example instead of T.
+
+    Args:
+        vocab_size: V.
+        hidden_size: H.
+        hidden_act: activation of the transform ("gelu" = exact erf GELU).
+        layer_norm_eps: LayerNorm epsilon.
+        initializer_range: stddev of the truncated-normal initializer.
+    """
+
+    def __init__(self, vocab_size, hidden_size, hidden_act="gelu", layer_norm_eps=1e-12,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.transform = keras.layers.Dense(hidden_size, activation=activation(hidden_act),
+                                            kernel_initializer=_init(initializer_range),
+                                            dtype=self.dtype_policy, name="transform")
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
+                                                          dtype=self.dtype_policy,
+                                                          name="layer_norm")
+
+    def build(self, input_shape):
+        self.transform.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def call(self, sequence_output, masked_positions, embedding_matrix):
+        """[B, T, H], int [B, P], [V, H] -> logits [B, P, V] (float32)."""
+        gathered = ops.take_along_axis(
+            sequence_output, ops.cast(masked_positions, "int32")[..., None], axis=1)  # [B, P, H]
+        h = self.layer_norm(self.transform(gathered))
+        logits = ops.matmul(h, ops.transpose(ops.cast(embedding_matrix, h.dtype)))  # [B, P, V]
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "hidden_size": self.hidden_size, "hidden_act": self.hidden_act,
+                "layer_norm_eps": self.layer_norm_eps,
+                "initializer_range": self.initializer_range}
+
+
+class _DenseHead(keras.layers.Layer):
+    """Dropout -> Dense(num_outputs); float32 logits even under mixed precision."""
+
+    def __init__(self, num_outputs, dropout=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=_init(initializer_range),
+                                        dtype=self.dtype_policy, name="dense")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.built = True
+
+    def call(self, x, training=None):
+        return ops.cast(self.dense(self.dropout_layer(x, training=training)), "float32")
+
+    def get_config(self):
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "dropout": self.dropout, "initializer_range": self.initializer_range}
+
+
+class NextSentenceHead(_DenseHead):
+    """pooled_output [B, H] -> 2 logits: 0 = B follows A, 1 = B is random (as in the original)."""
+
+    def __init__(self, initializer_range=0.02, **kwargs):
+        kwargs.pop("num_outputs", None)
+        kwargs.pop("dropout", None)
+        super().__init__(2, 0.0, initializer_range, **kwargs)
+
+
+class ClassificationHead(_DenseHead):
+    """pooled_output [B, H] -> [B, num_outputs] logits (GLUE classification)."""
+
+
+class RegressionHead(_DenseHead):
+    """pooled_output [B, H] -> [B] score (STS-B)."""
+
+    def __init__(self, dropout=0.1, initializer_range=0.02, **kwargs):
+        kwargs.pop("num_outputs", None)
+        super().__init__(1, dropout, initializer_range, **kwargs)
+
+    def call(self, x, training=None):
+        return super().call(x, training=training)[:, 0]
+
+
+class TokenClassificationHead(_DenseHead):
+    """sequence_output [B, T, H] -> [B, T, num_outputs] logits (NER)."""
+
+
+class SpanHead(_DenseHead):
+    """sequence_output [B, T, H] -> (start_logits [B, T], end_logits [B, T]) (SQuAD).
+
+    As in the original, no dropout before the span projection.
+    """
+
+    def __init__(self, initializer_range=0.02, **kwargs):
+        kwargs.pop("num_outputs", None)
+        kwargs.pop("dropout", None)
+        super().__init__(2, 0.0, initializer_range, **kwargs)
+
+    def call(self, x, training=None):
+        logits = super().call(x, training=training)
+        return logits[..., 0], logits[..., 1]
+
+
+class MultipleChoiceHead(_DenseHead):
+    """pooled_output of every (context, ending) pair [B * C, H] -> [B, C] choice logits (SWAG).
+
+    One score per [CLS]; the softmax over the C choices lives in the loss.
+    """
+
+    def __init__(self, num_choices, dropout=0.1, initializer_range=0.02, **kwargs):
+        kwargs.pop("num_outputs", None)
+        super().__init__(1, dropout, initializer_range, **kwargs)
+        self.num_choices = num_choices
+
+    def call(self, x, training=None):
+        return ops.reshape(super().call(x, training=training), (-1, self.num_choices))
+
+    def get_config(self):
+        return {**super().get_config(), "num_choices": self.num_choices}
+
+
+class BiLSTMHead(keras.layers.Layer):
+    """A randomly initialised stack of bidirectional LSTMs, then a dense projection.
+
+    Used over frozen features for the feature-based NER (paper Table 7: two 768-unit layers)
+    and over the LTR model for the "+ BiLSTM" ablation (Table 5).
+
+    Args:
+        num_outputs: output size per token (or per sequence with per_token=False).
+        units: LSTM units per direction.
+        num_layers: number of BiLSTM layers.
+        dropout: dropout on the BiLSTM outputs.
+        per_token: True -> [B, T, num_outputs]; False -> the [CLS] position's state,
+            [B, num_outputs], for sentence-level tasks.
+    """
+
+    def __init__(self, num_outputs, units=768, num_layers=2, dropout=0.1, per_token=True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.units = units
+        self.num_layers = num_layers
+        self.dropout = dropout
+        self.per_token = per_token
+        self.lstms = [keras.layers.Bidirectional(
+            keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
+            dtype=self.dtype_policy, name=f"bilstm_{i}") for i in range(num_layers)]
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dense = keras.layers.Dense(num_outputs, dtype=self.dtype_policy, name="dense")
+
+    def build(self, input_shape):
+        shape = tuple(input_shape)
+        for lstm in self.lstms:
+            lstm.build(shape)
+            shape = (*shape[:-1], 2 * self.units)
+        self.dense.build(shape)
+        self.built = True
+
+    def call(self, features, input_mask, training=None):
+        x = features  # [B, T, F]
+        mask = ops.cast(input_mask, "bool")
+        for lstm in self.lstms:
+            x = self.dropout_layer(lstm(x, mask=mask, training=training), training=training)
+        if not self.per_token:
+            x = x[:, 0]
+        return ops.cast(self.dense(x), "float32")
+
+    def get_config(self):
+        return {**super().get_config(), "num_outputs": self.num_outputs, "units": self.units,
+                "num_layers": self.num_layers, "dropout": self.dropout,
+                "per_token": self.per_token}
+
+
+FEATURE_MODES = ("embeddings", "second_to_last", "last", "weighted_sum_last_four",
+                 "concat_last_four", "weighted_sum_all")
+
+
+class FeatureCombiner(keras.layers.Layer):
+    """Turns encoder_outputs (L + 1 tensors [B, T, H]) into token features (paper Table 7).
+
+    Weighted sums use learned softmax-normalised scalar weights (ELMo-style), the only
+    trainable part of this layer.
+
+    Args:
+        mode: one of FEATURE_MODES.
+    """
+
+    def __init__(self, mode, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in FEATURE_MODES:
+            raise ValueError(f"unknown feature mode {mode!r}; expected one of {FEATURE_MODES}")
+        self.mode = mode
+
+    def build(self, input_shape):
+        num_layers = {"weighted_sum_last_four": 4}.get(self.mode, len(input_shape))
+        if self.mode.startswith("weighted_sum"):
+            self.layer_weights = self.add_weight(shape=(num_layers,), initializer="zeros",
+                                                 name="layer_weights")
+        self.built = True
+
+    def call(self, encoder_outputs):
+        if self.mode == "embeddings":
+            return encoder_outputs[0]
+        if self.mode == "second_to_last":
+            return encoder_outputs[-2]
+        if self.mode == "last":
+            return encoder_outputs[-1]
+        if self.mode == "concat_last_four":
+            return ops.concatenate(encoder_outputs[-4:], axis=-1)  # [B, T, 4H]
+        layers = encoder_outputs[-4:] if self.mode == "weighted_sum_last_four" else encoder_outputs
+        stacked = ops.stack(layers, axis=0)  # [N, B, T, H]
+        weights = ops.cast(ops.softmax(self.layer_weights), stacked.dtype)
+        return ops.tensordot(weights, stacked, axes=1)
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode}

@@ -1,0 +1,75 @@
+"""One post-LayerNorm transformer block, as in the original BERT."""
+
+import keras
+
+from bert_tf.attention import SelfAttention
+
+
+def activation(name):
+    """The feed-forward activation: BERT's GELU is the exact erf form, not the tanh one."""
+    return {"gelu": lambda x: keras.activations.gelu(x, approximate=False),
+            "gelu_new": lambda x: keras.activations.gelu(x, approximate=True),
+            "relu": keras.activations.relu}[name]
+
+
+class TransformerBlock(keras.layers.Layer):
+    """x -> LN(x + Attention(x)) -> LN(h + FFN(h)), FFN = Dense(I) -> GELU -> Dense(H).
+
+    Args:
+        hidden_size: width H.
+        num_heads: attention heads A.
+        intermediate_size: feed-forward inner width I (4H in the paper).
+        hidden_act: "gelu" (exact), "gelu_new" (tanh approximation) or "relu".
+        dropout: dropout on each residual branch.
+        attention_dropout: dropout on the attention probabilities.
+        layer_norm_eps: LayerNorm epsilon.
+        initializer_range: stddev of the truncated-normal initializer.
+    """
+
+    def __init__(self, hidden_size, num_heads, intermediate_size, hidden_act="gelu", dropout=0.1,
+                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        policy = self.dtype_policy
+        self.attention = SelfAttention(num_heads, hidden_size // num_heads, attention_dropout,
+                                       initializer_range, dtype=policy, name="attention")
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
+        self.intermediate = keras.layers.Dense(intermediate_size, activation=activation(hidden_act),
+                                               kernel_initializer=init, dtype=policy,
+                                               name="intermediate")
+        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=policy,
+                                               name="output")
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
+
+    def build(self, input_shape):
+        self.attention.build(input_shape)
+        self.attention_layer_norm.build(input_shape)
+        self.intermediate.build(input_shape)
+        self.output_dense.build((*input_shape[:-1], self.intermediate_size))
+        self.output_layer_norm.build(input_shape)
+        self.built = True
+
+    def call(self, x, mask, training=None):
+        attended = self.dropout_layer(self.attention(x, mask, training=training), training=training)
+        h = self.attention_layer_norm(x + attended)  # [B, T, H]
+        ffn = self.output_dense(self.intermediate(h))  # [B, T, I] -> [B, T, H]
+        return self.output_layer_norm(h + self.dropout_layer(ffn, training=training))
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_heads": self.num_heads, "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act, "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "layer_norm_eps": self.layer_norm_eps,
+                "initializer_range": self.initializer_range}
