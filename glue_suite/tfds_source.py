@@ -1,0 +1,166 @@
+"""`--source tfds`: the same examples, loaded through tensorflow-datasets.
+
+tfds downloads and prepares a dataset on first use (network needed), then reads it
+from its own data directory. Records map to the reader's dataclasses so everything
+downstream is unchanged. What differs from the files:
+
+  - GLUE: guid is tfds's `idx` (the GLUE `index`; the row number for CoLA, SST-2 and
+    MRPC, where the files have no index); class names map to the files' label strings.
+  - SQuAD: one record per question; the reader's logic (doc tokens, training answer
+    positions) is applied to the same context, question and answers.
+  - CoNLL-2003: tfds keeps no -DOCSTART- boundaries, so every sentence is its own
+    document (no document context); tags are BIO.
+  - SWAG is not in tfds (its `hellaswag` is a different dataset).
+"""
+
+import logging
+from typing import Optional
+
+import numpy as np
+
+from glue_suite.readers import (DataFormatError, InputExample, NerSentence, is_labelled,
+                                squad_examples, to_bio)
+from glue_suite.tasks import REGRESSION, get_task
+
+logger = logging.getLogger(__name__)
+
+TFDS_NAMES = {
+    "cola": "glue/cola", "sst2": "glue/sst2", "mrpc": "glue/mrpc", "stsb": "glue/stsb",
+    "qqp": "glue/qqp", "mnli": "glue/mnli", "qnli": "glue/qnli", "rte": "glue/rte",
+    "wnli": "glue/wnli", "squad1.1": "squad/v1.1", "squad2.0": "squad/v2.0",
+    "conll2003": "conll2003",
+}
+
+# Our split -> (tfds name, tfds split) where they differ from TFDS_NAMES / "validation".
+_SPLITS = {
+    ("mnli", "dev_matched"): ("glue/mnli", "validation_matched"),
+    ("mnli", "dev_mismatched"): ("glue/mnli", "validation_mismatched"),
+    ("mnli", "test_matched"): ("glue/mnli", "test_matched"),
+    ("mnli", "test_mismatched"): ("glue/mnli", "test_mismatched"),
+    ("mnli", "ax"): ("glue/ax", "test"),
+    ("conll2003", "dev"): ("conll2003", "dev"),
+}
+
+# tfds feature names of (text_a, text_b).
+_TEXT_FEATURES = {
+    "cola": ("sentence", None), "sst2": ("sentence", None),
+    "mrpc": ("sentence1", "sentence2"), "stsb": ("sentence1", "sentence2"),
+    "qqp": ("question1", "question2"), "mnli": ("premise", "hypothesis"),
+    "qnli": ("question", "sentence"), "rte": ("sentence1", "sentence2"),
+    "wnli": ("sentence1", "sentence2"),
+}
+
+# tfds class name -> label string of the GLUE files, where they differ.
+_LABEL_NAMES = {
+    "cola": {"unacceptable": "0", "acceptable": "1"},
+    "sst2": {"negative": "0", "positive": "1"},
+    "mrpc": {"not_equivalent": "0", "equivalent": "1"},
+    "qqp": {"not_duplicate": "0", "duplicate": "1"},
+    "wnli": {"not_entailment": "0", "entailment": "1"},
+}
+
+
+def tfds_split(task: str, split: str) -> tuple[str, str]:
+    """(tfds dataset name, tfds split name) of one of our splits."""
+    if task == "swag":
+        raise ValueError("SWAG is not in tensorflow-datasets (its hellaswag is another "
+                         "dataset); read swag/{train,val,test}.csv with --source files")
+    if (task, split) in _SPLITS:
+        return _SPLITS[(task, split)]
+    if split not in ("train", "dev", "test"):
+        raise ValueError(f"task {task} has no split {split!r}")
+    return TFDS_NAMES[get_task(task).name], "validation" if split == "dev" else split
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def load_examples(task: str, split: str, data_dir: Optional[str] = None,
+                  skip_bad_rows: bool = False) -> tuple[list, int]:
+    """Like `readers.read_examples`, from tensorflow-datasets.
+
+    Args:
+        task: a task name (not swag).
+        split: one of `readers.splits(task)`.
+        data_dir: tfds's data directory (None: its default, ~/tensorflow_datasets).
+        skip_bad_rows: skip and count malformed records instead of raising.
+
+    Returns:
+        (examples, num_bad_rows).
+    """
+    import tensorflow_datasets as tfds  # optional dependency, imported on use
+
+    name, tfds_split_name = tfds_split(task, split)
+    builder = tfds.builder(name, data_dir=data_dir)
+    builder.download_and_prepare()
+    dataset = builder.as_dataset(split=tfds_split_name)
+    records = tfds.as_numpy(dataset)
+    source = f"tfds:{name}[{tfds_split_name}]"
+    spec = get_task(task)
+    if spec.kind == "span":
+        return _squad(records, task, split, source, skip_bad_rows)
+    if task == "conll2003":
+        return _conll(records, builder.info.features["ner"].names, spec.labels, source,
+                      skip_bad_rows)
+    return _glue(records, task, split, builder.info.features["label"], source, skip_bad_rows)
+
+
+def _glue(records, task, split, label_feature, source, skip_bad_rows):
+    spec = get_task(task)
+    text_a, text_b = _TEXT_FEATURES[task]
+    renamed = _LABEL_NAMES.get(task, {})
+    labelled = is_labelled(task, split)
+    examples, num_bad = [], 0
+    for record in records:
+        label = None
+        if labelled and spec.kind == REGRESSION:
+            label = float(record["label"])
+        elif labelled:
+            class_id = int(record["label"])
+            if not 0 <= class_id < label_feature.num_classes:
+                if not skip_bad_rows:
+                    raise DataFormatError(source, f"idx {int(record['idx'])}",
+                                          f"label id {class_id} outside the task's classes")
+                num_bad += 1
+                continue
+            name = label_feature.int2str(class_id)
+            label = renamed.get(name, name)
+        examples.append(InputExample(
+            guid=str(int(record["idx"])), text_a=_text(record[text_a]),
+            text_b=_text(record[text_b]) if text_b else None, label=label))
+    return examples, num_bad
+
+
+def _squad(records, task, split, source, skip_bad_rows):
+    """Regroups tfds's one-record-per-question into SQuAD articles for the reader."""
+    paragraphs = {}  # context -> paragraph dict, in first-seen order
+    for record in records:
+        context = _text(record["context"])
+        answers = [{"text": _text(t), "answer_start": int(s)}
+                   for t, s in zip(record["answers"]["text"], record["answers"]["answer_start"])]
+        qa = {"id": _text(record["id"]), "question": _text(record["question"]),
+              "answers": answers}
+        if "is_impossible" in record:
+            qa["is_impossible"] = bool(record["is_impossible"])
+        paragraphs.setdefault(context, {"context": context, "qas": []})["qas"].append(qa)
+    articles = [{"paragraphs": list(paragraphs.values())}]
+    return squad_examples(articles, version_2=(task == "squad2.0"), training=(split == "train"),
+                          skip_bad_rows=skip_bad_rows, source=source)
+
+
+def _conll(records, tfds_tag_names, task_tags, source, skip_bad_rows):
+    logger.warning("%s has no document boundaries: each sentence is its own document", source)
+    examples, num_bad = [], 0
+    for i, record in enumerate(records):
+        words = [_text(w) for w in record["tokens"]]
+        tags = [tfds_tag_names[int(t)] for t in np.asarray(record["ner"])]
+        problem = (f"{len(words)} tokens but {len(tags)} tags" if len(words) != len(tags)
+                   else None if set(tags) <= set(task_tags) else f"tags {sorted(set(tags))}")
+        if problem:
+            if not skip_bad_rows:
+                raise DataFormatError(source, f"sentence {i}", problem)
+            num_bad += 1
+            continue
+        examples.append(NerSentence(doc_id=i, words=tuple(words), tags=tuple(to_bio(tags))))
+    return examples, num_bad
