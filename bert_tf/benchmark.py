@@ -8,7 +8,8 @@ encoder plus a 2-way classification head on the pooled output (dropout on); `inf
 the encoder's forward pass. Steps are interleaved round-robin after warm-up, so machine
 noise hits every model alike; the median step time is reported. FLOPs count the matmuls
 (2 * multiply-adds, backward = 2x forward); the matmul peak is measured here with one
-large matmul in the same precision. The last line is `ratio_vs_best_peer=X.XX`
+large matmul in the same precision. "+RSS" is the resident memory each model added while
+it was built, compiled and warmed up (they share one process). The last line is `ratio_vs_best_peer=X.XX`
 (ours examples/s over the fastest peer's).
 """
 
@@ -186,7 +187,7 @@ def hf_torch(config, batch, mode, precision, jit_compile):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return float(loss)
+        return loss.detach().item()
 
     def infer_step():
         model.eval()
@@ -201,10 +202,13 @@ RUNNERS = {"ours": ours, "tfm": tfm, "keras_hub": keras_hub, "hf_torch": hf_torc
 
 
 class PeakRss:
-    """Samples the process RSS in a thread; `window()` returns the peak since the last call."""
+    """Samples the process RSS in a thread; `since_mark()` is the peak growth over the RSS at
+    the last `mark()`. Models share one process, so each model's figure is the memory its
+    building, compilation and warm-up steps added (weights, optimizer slots, activations)."""
 
     def __init__(self):
-        self.process, self.peak, self.stop = psutil.Process(), 0, False
+        self.process, self.stop = psutil.Process(), False
+        self.base = self.peak = self.process.memory_info().rss
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self):
@@ -212,9 +216,11 @@ class PeakRss:
             self.peak = max(self.peak, self.process.memory_info().rss)
             time.sleep(0.01)
 
-    def window(self):
-        peak, self.peak = self.peak, self.process.memory_info().rss
-        return peak
+    def mark(self):
+        self.base = self.peak = self.process.memory_info().rss
+
+    def since_mark(self):
+        return max(self.peak, self.process.memory_info().rss) - self.base
 
 
 def run(size, seq_length, batch_size, mode, precision, peers, warmup, rounds, jit_compile):
@@ -223,20 +229,20 @@ def run(size, seq_length, batch_size, mode, precision, peers, warmup, rounds, ji
     flops = training_flops_per_example(config, seq_length, mode == "train") * batch_size
     peak = matmul_peak_gflops(precision)
     names = ["ours"] + [p for p in peers if p != "ours"]
-    steps, times, rss = {}, {n: [] for n in names}, {n: 0 for n in names}
+    steps, times, rss = {}, {n: [] for n in names}, {}
     memory = PeakRss()
     for name in names:
         print(f"building {name} ...", flush=True)
+        memory.mark()
         steps[name] = RUNNERS[name](config, batch, mode, precision, jit_compile)
         for _ in range(warmup):
             steps[name]()
-    memory.window()
+        rss[name] = memory.since_mark()
     for r in range(rounds):
         for name in names:
             start = time.perf_counter()
             steps[name]()
             times[name].append(time.perf_counter() - start)
-            rss[name] = max(rss[name], memory.window())
         print(f"round {r + 1}/{rounds}: " + "  ".join(
             f"{n} {times[n][-1]:.2f}s" for n in names), flush=True)
     memory.stop = True
@@ -247,10 +253,10 @@ def run(size, seq_length, batch_size, mode, precision, peers, warmup, rounds, ji
     print(f"\n{size} seq={seq_length} batch={batch_size} mode={mode} precision={precision} "
           f"jit_compile={jit_compile} threads={os.cpu_count()} matmul_peak={peak:.0f} GFLOP/s")
     print(f"{'model':<10} {'examples/s':>11} {'GFLOP/s':>9} {'% peak':>7} {'step s':>8} "
-          f"{'peak RSS GiB':>13}")
+          f"{'+RSS GiB':>9}")
     for name, eps, gflops, seconds in rows:
         print(f"{name:<10} {eps:>11.2f} {gflops:>9.1f} {100 * gflops / peak:>6.0f}% {seconds:>8.3f} "
-              f"{rss[name] / 2 ** 30:>13.2f}")
+              f"{rss[name] / 2 ** 30:>9.2f}")
     best_peer = max((eps for name, eps, _, _ in rows if name != "ours"), default=float("nan"))
     print(f"ratio_vs_best_peer={rows[0][1] / best_peer:.2f}")
 
