@@ -1,0 +1,622 @@
+"""Tests of bert_tf.create_pretraining_data and bert_tf.text_sources.
+
+The synthetic corpus makes every token tell where it came from: sentence s of document
+d is "dDsS dDsS ... ." (the token `dDsS` repeated), so an instance can be traced back to
+its documents and sentences once its masks are undone.
+"""
+
+import collections
+import glob
+import json
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import create_pretraining_data as cpd
+from bert_tf import text_sources
+
+NUM_DOCS, NUM_SENTENCES = 200, 40
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+STEMS, SUFFIXES = [f"w{i}" for i in range(40)], [f"##x{j}" for j in range(6)]
+VOCAB = (SPECIALS + [".", "the"] + STEMS + SUFFIXES
+         + [f"d{d}s{s}" for d in range(NUM_DOCS) for s in range(NUM_SENTENCES)])
+PAD, UNK, CLS, SEP, MASK = range(5)
+ORIGIN = {i: tuple(map(int, m.groups())) for i, t in enumerate(VOCAB)
+          if (m := re.fullmatch(r"d(\d+)s(\d+)", t))}  # id -> (document, sentence)
+
+# The feature spec of google-research/bert run_pretraining.py, written out independently.
+T, P = 64, 10
+ORIGINAL_SPEC = {
+    "input_ids": tf.io.FixedLenFeature([T], tf.int64),
+    "input_mask": tf.io.FixedLenFeature([T], tf.int64),
+    "segment_ids": tf.io.FixedLenFeature([T], tf.int64),
+    "masked_lm_positions": tf.io.FixedLenFeature([P], tf.int64),
+    "masked_lm_ids": tf.io.FixedLenFeature([P], tf.int64),
+    "masked_lm_weights": tf.io.FixedLenFeature([P], tf.float32),
+    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+def write_corpus(directory, num_files, docs_per_file, sentences_per_doc, seed=0):
+    """One-sentence-per-line files; returns their paths. Document ids run on across files."""
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    paths, d = [], 0
+    for f in range(num_files):
+        docs = []
+        for _ in range(docs_per_file):
+            docs.append("\n".join(" ".join([f"d{d}s{s}"] * rng.randint(2, 12)) + " ."
+                                  for s in range(sentences_per_doc)))
+            d += 1
+        path = os.path.join(directory, f"part{f}.txt")
+        with open(path, "w") as fh:
+            fh.write("\n\n".join(docs) + "\n")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(VOCAB) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"), num_files=6, docs_per_file=8,
+                        sentences_per_doc=30)
+
+
+def run(files, vocab_file, output_dir, **config):
+    config = {"max_seq_length": T, "max_predictions_per_seq": P, "dupe_factor": 1,
+              **config}
+    num_workers = config.pop("num_workers", 1)
+    return cpd.create_pretraining_data(files, vocab_file, str(output_dir),
+                                       cpd.DataConfig(**config), num_workers=num_workers,
+                                       shard_size=700, progress=False)
+
+
+def read_records(output_dir):
+    """All records, parsed with the original spec, as numpy arrays [N, ...]."""
+    files = sorted(glob.glob(os.path.join(output_dir, "part-*.tfrecord")))
+    records = [r.numpy() for f in files for r in tf.data.TFRecordDataset(f)]
+    parsed = tf.io.parse_example(records, ORIGINAL_SPEC)
+    return {k: v.numpy() for k, v in parsed.items()}
+
+
+def unmasked(records):
+    """input_ids with the masked-LM replacements undone."""
+    ids = records["input_ids"].copy()
+    rows, cols = np.nonzero(records["masked_lm_weights"])
+    ids[rows, records["masked_lm_positions"][rows, cols]] = records["masked_lm_ids"][rows, cols]
+    return ids
+
+
+def origins(ids):
+    return [ORIGIN[i] for i in ids if i in ORIGIN]
+
+
+@pytest.fixture(scope="module")
+def nsp_run(corpus, vocab_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("nsp")
+    metadata = run(corpus, vocab_file, out, dupe_factor=6)
+    return out, metadata, read_records(out)
+
+
+# ---------------------------------------------------------------------------------
+# Record layout
+
+def test_records_have_the_original_features_and_layout(nsp_run):
+    out, metadata, r = nsp_run
+    n = len(r["input_ids"])
+    assert n == metadata["num_instances"] > 1000
+    shards = sorted(os.listdir(out))
+    assert "metadata.json" in shards
+    assert [s for s in shards if s.startswith("part-")] == [
+        f"part-{j:05d}-of-{len(metadata['shards']):05d}.tfrecord"
+        for j in range(len(metadata["shards"]))]
+    assert sum(s["instances"] for s in metadata["shards"]) == n
+
+    lengths = r["input_mask"].sum(1)
+    positions = np.arange(T)
+    # input_mask is 1 then 0; padding is 0 everywhere.
+    np.testing.assert_array_equal(r["input_mask"], positions < lengths[:, None])
+    assert np.all(r["input_ids"][positions >= lengths[:, None]] == 0)
+    assert np.all(r["segment_ids"][positions >= lengths[:, None]] == 0)
+    original = unmasked(r)  # a random replacement may be [SEP]
+    for i in range(n):
+        ids, seg, length = original[i], r["segment_ids"][i], lengths[i]
+        seps = np.nonzero(ids[:length] == SEP)[0]
+        assert ids[0] == CLS and len(seps) == 2 and seps[1] == length - 1
+        # [CLS] A [SEP] is segment 0, B [SEP] segment 1.
+        np.testing.assert_array_equal(seg[:length], positions[:length] > seps[0])
+    assert set(np.unique(r["next_sentence_labels"])) == {0, 1}
+
+
+def test_masked_lm_predictions_follow_the_original_rule(nsp_run):
+    _, metadata, r = nsp_run
+    lengths = r["input_mask"].sum(1)
+    weights, pos = r["masked_lm_weights"], r["masked_lm_positions"]
+    k = weights.sum(1).astype(int)
+    # round(len(tokens) * 0.15), at least 1, at most P; weights are 1s then 0s.
+    np.testing.assert_array_equal(k, np.minimum(P, np.maximum(1, np.round(lengths * 0.15))))
+    np.testing.assert_array_equal(weights, np.arange(P) < k[:, None])
+    assert np.all(pos[weights == 0] == 0) and np.all(r["masked_lm_ids"][weights == 0] == 0)
+    original = unmasked(r)
+    for i in range(len(pos)):
+        p = pos[i, :k[i]]
+        assert np.all(np.diff(p) > 0) and np.all(p < lengths[i])
+        assert not np.isin(original[i, p], [CLS, SEP, PAD]).any()  # never [CLS]/[SEP]
+    # About 15% of the non-special tokens are predicted (a bit more at T = 64: a full
+    # sequence gets round(9.6) = 10 predictions for 61 tokens).
+    fraction = k.sum() / (lengths - 3).sum()
+    assert 0.145 < fraction < 0.17
+    assert metadata["counts"]["masked_tokens"] == k.sum()
+
+
+def replacement_rates(r):
+    """Fractions of predictions shown as [MASK], as themselves, and as another token."""
+    m = r["masked_lm_weights"] > 0
+    shown = np.take_along_axis(r["input_ids"], r["masked_lm_positions"], 1)[m]
+    labels = r["masked_lm_ids"][m]
+    is_mask = shown == MASK
+    is_same = ~is_mask & (shown == labels)
+    return is_mask.mean(), is_same.mean(), (~is_mask & ~is_same).mean(), shown[
+        ~is_mask & ~is_same]
+
+
+def test_80_10_10_replacement(nsp_run):
+    _, _, r = nsp_run
+    mask, same, other, random_ids = replacement_rates(r)
+    # ~15k predictions: the standard error of a 10% rate is 0.3%.
+    assert abs(mask - 0.8) < 0.015 and abs(same - 0.1) < 0.012 and abs(other - 0.1) < 0.012
+    # Random tokens come from the whole vocabulary (specials included), uniformly.
+    assert abs(random_ids.mean() / len(VOCAB) - 0.5) < 0.05
+    assert random_ids.min() < 100 and random_ids.max() > len(VOCAB) - 100
+
+
+@pytest.mark.parametrize("rates", [(1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.0, 0.2, 0.8)])
+def test_other_mask_rates(corpus, vocab_file, tmp_path, rates):
+    """The paper's Table 8 masking ablations."""
+    run(corpus[:3], vocab_file, tmp_path, mask_rates=rates, dupe_factor=2)
+    mask, same, other, _ = replacement_rates(read_records(tmp_path))
+    # A random token equals the original 1/len(VOCAB) of the time.
+    np.testing.assert_allclose([mask, same, other], rates, atol=0.02)
+
+
+def test_whole_word_masking_keeps_words_whole(vocab_file, tmp_path):
+    rng = random.Random(1)
+
+    def word():  # e.g. "w3x1x4" -> w3 ##x1 ##x4
+        suffixes = [rng.choice(SUFFIXES)[2:] for _ in range(rng.randint(0, 3))]
+        return rng.choice(STEMS) + "".join(suffixes)
+
+    with open(tmp_path / "words.txt", "w") as f:
+        for _ in range(30):
+            for _ in range(20):
+                f.write(" ".join(word() for _ in range(rng.randint(3, 15))) + " .\n")
+            f.write("\n")
+    out = tmp_path / "out"
+    run([str(tmp_path / "words.txt")], vocab_file, out, do_whole_word_mask=True,
+        dupe_factor=3)
+    r = read_records(out)
+    original, weights = unmasked(r), r["masked_lm_weights"]
+    is_subword = np.array([t.startswith("##") for t in VOCAB])
+    lengths = r["input_mask"].sum(1)
+    whole_multi_piece = 0
+    for i in range(len(original)):
+        masked = set(r["masked_lm_positions"][i][weights[i] > 0].tolist())
+        assert len(masked) <= P
+        # Words: a start piece and the ## pieces after it (as the original groups them).
+        words, current = [], None
+        for j in range(1, lengths[i]):
+            if original[i, j] in (CLS, SEP):
+                continue
+            if is_subword[original[i, j]] and current is not None:
+                current.append(j)
+            else:
+                current = [j]
+                words.append(current)
+        for w in words:
+            picked = [j in masked for j in w]
+            assert all(picked) or not any(picked), (i, w, masked)
+            whole_multi_piece += all(picked) and len(w) > 1
+    assert whole_multi_piece > 200
+
+
+# ---------------------------------------------------------------------------------
+# Next sentence prediction
+
+def check_next_sentences(r):
+    original = unmasked(r)
+    lengths = r["input_mask"].sum(1)
+    for i in range(len(original)):
+        ids = original[i, :lengths[i]]
+        sep = np.nonzero(ids == SEP)[0][0]
+        a, b = origins(ids[1:sep]), origins(ids[sep + 1:-1])
+        docs_a, docs_b = {d for d, _ in a}, {d for d, _ in b}
+        assert len(docs_a) == 1 and len(docs_b) == 1, "a segment spans documents"
+        if r["next_sentence_labels"][i, 0] == 0:  # B is the text after A
+            assert docs_a == docs_b
+            assert max(s for _, s in a) < min(s for _, s in b)
+        else:
+            assert docs_a != docs_b, "a random next segment from the same document"
+
+
+def test_next_sentence_labels(nsp_run):
+    _, metadata, r = nsp_run
+    rate = r["next_sentence_labels"].mean()
+    # 1/2, plus the chunks of one sentence, which always get a random next.
+    assert 0.47 < rate < 0.6
+    check_next_sentences(r)
+    assert metadata["counts"]["random_next_from_same_document"] == 0
+    assert metadata["counts"]["next_sentence_random"] == r["next_sentence_labels"].sum()
+
+
+def test_random_next_comes_from_other_files_when_a_file_is_one_document(vocab_file,
+                                                                        tmp_path):
+    """Like Gutenberg books: each file holds one long document."""
+    files = write_corpus(tmp_path / "books", num_files=3, docs_per_file=1,
+                         sentences_per_doc=NUM_SENTENCES)
+    run(files, vocab_file, tmp_path / "out", dupe_factor=5)
+    r = read_records(tmp_path / "out")
+    assert r["next_sentence_labels"].sum() > 50
+    check_next_sentences(r)
+
+
+def test_against_tf_models_official_reference(vocab_file, tmp_path):
+    """Summary statistics match tf-models-official's port of the original script."""
+    from absl import flags
+    try:
+        from official.nlp.data import create_pretraining_data as ref
+        from official.nlp.tools import tokenization as ref_tokenization
+    except flags.DuplicateFlagError:
+        pytest.skip("another test defined the reference script's absl flags")
+    files = write_corpus(tmp_path / "c", num_files=8, docs_per_file=25,
+                         sentences_per_doc=12)
+    ref_instances = ref.create_training_instances(
+        files, ref_tokenization.FullTokenizer(vocab_file, do_lower_case=True),
+        ref.get_processor_text_fn(False, True), T, 4, 0.1, 0.15, P, random.Random(7))
+    run(files, vocab_file, tmp_path / "out", dupe_factor=4)
+    r = read_records(tmp_path / "out")
+    ours = {"instances": len(r["input_ids"]),
+            "length": r["input_mask"].sum(1).mean(),
+            "full": (r["input_mask"].sum(1) >= T - 1).mean(),
+            "predictions": r["masked_lm_weights"].sum(1).mean(),
+            "random_next": r["next_sentence_labels"].mean()}
+    lengths = np.array([len(x.tokens) for x in ref_instances])
+    theirs = {"instances": len(ref_instances), "length": lengths.mean(),
+              "full": (lengths >= T - 1).mean(),
+              "predictions": np.mean([len(x.masked_lm_positions) for x in ref_instances]),
+              "random_next": np.mean([x.is_random_next for x in ref_instances])}
+    assert ours["instances"] == pytest.approx(theirs["instances"], rel=0.05)
+    assert ours["length"] == pytest.approx(theirs["length"], rel=0.05)
+    assert ours["full"] == pytest.approx(theirs["full"], abs=0.06)
+    assert ours["predictions"] == pytest.approx(theirs["predictions"], rel=0.05)
+    assert ours["random_next"] == pytest.approx(theirs["random_next"], abs=0.05)
+
+
+# ---------------------------------------------------------------------------------
+# Objectives without sentence pairs
+
+def test_no_nsp_packs_contiguous_text(corpus, vocab_file, tmp_path):
+    metadata = run(corpus[:3], vocab_file, tmp_path, objective="no_nsp", short_seq_prob=0)
+    r = read_records(tmp_path)
+    lengths = r["input_mask"].sum(1)
+    assert np.all(r["segment_ids"] == 0) and np.all(r["next_sentence_labels"] == 0)
+    original = unmasked(r)
+    assert np.all(original[:, 0] == CLS)
+    assert np.all(original[np.arange(len(lengths)), lengths - 1] == SEP)
+    assert np.all((original == SEP).sum(1) == 1)
+    assert np.all(r["masked_lm_weights"].sum(1) >= 1)
+    # Filled to the end of each document, across sentence boundaries.
+    num_documents = metadata["counts"]["documents"]
+    assert np.sum(lengths < T) <= num_documents
+    assert np.mean([len({s for _, s in origins(ids)}) > 1 for ids in original]) > 0.9
+
+
+def test_ltr_writes_unmasked_contiguous_text(corpus, vocab_file, tmp_path):
+    metadata = run(corpus[:3], vocab_file, tmp_path, objective="ltr")
+    r = read_records(tmp_path)
+    for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+                 "next_sentence_labels", "segment_ids"):
+        assert not r[name].any(), name
+    assert not (r["input_ids"] == MASK).any()
+    # Every token of the corpus is used exactly once, in order within an instance.
+    assert (r["input_mask"].sum() - 2 * len(r["input_ids"])
+            == metadata["counts"]["tokens"])
+    for ids in r["input_ids"]:
+        o = origins(ids)
+        assert len({d for d, _ in o}) == 1
+        steps = np.diff([s for _, s in o])
+        assert np.all((steps == 0) | (steps == 1))
+
+
+def test_dynamic_masking_records_are_unmasked(corpus, vocab_file, tmp_path):
+    run(corpus[:2], vocab_file, tmp_path, dynamic_masking=True)
+    r = read_records(tmp_path)
+    assert not r["masked_lm_weights"].any() and not (r["input_ids"] == MASK).any()
+    assert 0.4 < r["next_sentence_labels"].mean() < 0.65
+    check_next_sentences(r)
+
+
+# ---------------------------------------------------------------------------------
+# Determinism
+
+def shard_bytes(output_dir):
+    return {os.path.basename(f): open(f, "rb").read()
+            for f in sorted(glob.glob(os.path.join(output_dir, "part-*")))}
+
+
+def test_deterministic_for_a_seed_and_any_number_of_workers(corpus, vocab_file,
+                                                            tmp_path, nsp_run):
+    out, _, _ = nsp_run
+    run(corpus, vocab_file, tmp_path / "again", dupe_factor=6)
+    assert shard_bytes(tmp_path / "again") == shard_bytes(out)
+    run(corpus, vocab_file, tmp_path / "two", dupe_factor=6, num_workers=2)
+    assert shard_bytes(tmp_path / "two") == shard_bytes(out)
+    run(corpus, vocab_file, tmp_path / "seed", dupe_factor=6, random_seed=1)
+    assert shard_bytes(tmp_path / "seed") != shard_bytes(out)
+
+
+# ---------------------------------------------------------------------------------
+# Bad input
+
+def test_bad_inputs_are_skipped_and_counted(corpus, vocab_file, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b"\n\n  \n")
+    bad_utf8 = tmp_path / "latin1.txt"
+    bad_utf8.write_bytes("d1s1 d1s1 caf\xe9 .\nd1s2 d1s2 .\n".encode("latin-1"))
+    long_line = tmp_path / "long.txt"
+    long_line.write_text(" ".join(["d2s3"] * 40_000) + "\n")  # 200 kB on one line
+    missing = str(tmp_path / "missing.txt")
+    files = [corpus[0], str(empty), str(blank), str(bad_utf8), str(long_line), missing,
+             str(tmp_path)]  # a directory
+    metadata = run(files, vocab_file, tmp_path / "out")
+    counts = metadata["counts"]
+    assert counts["files"] == len(files)
+    assert counts["empty_files"] == 2 and counts["unreadable_files"] == 2
+    assert counts["invalid_utf8_lines"] == 1
+    assert counts["long_lines_split"] == 1
+    assert len(metadata["skipped"]) == 4 and any(missing in s for s in metadata["skipped"])
+    saved = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert saved["counts"] == counts and saved["num_instances"] > 0
+
+
+def test_zero_instances_is_an_error(vocab_file, tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "stubs.txt").write_text('<doc id="1" title="A">\nA\n</doc>\n')
+    with pytest.raises(ValueError, match="no training instances"):
+        run([str(tmp_path / "empty.txt"), str(tmp_path / "stubs.txt")], vocab_file,
+            tmp_path / "out")
+    assert not glob.glob(str(tmp_path / "out" / "part-*"))
+    counts = json.loads((tmp_path / "out" / "metadata.json").read_text())["counts"]
+    assert counts["empty_files"] == 2 and counts["empty_documents"] == 1
+    # The command line exits non-zero with the message.
+    with pytest.raises(SystemExit, match="no training instances"):
+        cpd.main(["--input_files", str(tmp_path / "*.txt"), "--vocab_file", vocab_file,
+                  "--output_dir", str(tmp_path / "out2")])
+
+
+def test_input_patterns(corpus, tmp_path):
+    root = os.path.dirname(corpus[0])
+    files = cpd.expand_input_patterns(f"{root}/part1.txt, {root}/*.txt,{root}/**")
+    assert files == [corpus[1]] + [c for c in sorted(corpus) if c != corpus[1]]
+    with pytest.raises(ValueError, match="matches no file"):
+        cpd.expand_input_patterns(f"{root}/*.txt,{root}/nothing*")
+    with pytest.raises(SystemExit, match="matches no file"):
+        cpd.main(["--input_files", f"{tmp_path}/nothing*", "--vocab_file", "v",
+                  "--output_dir", str(tmp_path)])
+
+
+def test_existing_shards_are_not_overwritten_silently(corpus, vocab_file, tmp_path):
+    run(corpus[:1], vocab_file, tmp_path)
+    with pytest.raises(ValueError, match="already holds"):
+        run(corpus[:1], vocab_file, tmp_path)
+
+
+def test_bad_config_is_refused():
+    with pytest.raises(ValueError, match="mask_rates"):
+        cpd.DataConfig(mask_rates=(0.8, 0.1, 0.2))
+    with pytest.raises(ValueError, match="objective"):
+        cpd.DataConfig(objective="mlm")
+
+
+# ---------------------------------------------------------------------------------
+# Pieces of the algorithm
+
+def test_truncate_seq_pair_is_longest_first_from_either_end():
+    rng = random.Random(0)
+    fronts = backs = 0
+    for _ in range(200):
+        a, b = list(range(10)), list(range(100, 104))
+        cpd.truncate_seq_pair(a, b, 8, rng)
+        assert len(a) == 4 and b == [100, 101, 102, 103]  # only A was longer
+        fronts += a[0] > 0
+        backs += a[-1] < 9
+    assert fronts > 150 and backs > 150  # both ends lose tokens
+    a, b = [1, 2, 3], [4, 5, 6]
+    cpd.truncate_seq_pair(a, b, 5, rng)
+    assert len(a) == 3 and len(b) == 2  # a tie is taken from B
+
+
+def test_random_document_pool_is_bounded_and_moves_on():
+    documents = (((f, 0), [[f] * 10]) for f in range(1000))  # 10 tokens each
+    pool = cpd.RandomDocumentPool(documents, max_documents=5, max_tokens=30)
+    sources = [s for s, _, _ in pool._window]
+    assert sources == [(0, 0), (1, 0), (2, 0)]  # filled to 30 tokens
+    pool.advance(25)
+    assert [s for s, _, _ in pool._window] == [(3, 0), (4, 0), (5, 0)]
+    rng = random.Random(0)
+    assert all(pool.sample(rng, avoid=(4, 0))[0] != (4, 0) for _ in range(50))
+
+
+# ---------------------------------------------------------------------------------
+# Reading back
+
+def test_decode_record_and_dataset(nsp_run):
+    out, metadata, r = nsp_run
+    pattern = os.path.join(out, "part-*.tfrecord")
+    def first_batches(seed):
+        ds = cpd.make_pretraining_dataset(pattern, 32, T, P, is_training=True, seed=seed)
+        return list(ds.take(3))
+
+    batches = first_batches(seed=1)
+    for batch in batches:
+        assert batch["input_ids"].shape == (32, T) and batch["input_ids"].dtype == tf.int32
+        assert batch["masked_lm_weights"].dtype == tf.float32
+        assert batch["next_sentence_labels"].shape == (32, 1)
+    # Same seed, same stream (what exact resumption needs).
+    for a, b in zip(batches, first_batches(seed=1), strict=True):
+        np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+
+    n = metadata["num_instances"]
+    evaluation = cpd.make_pretraining_dataset(pattern, 16, T, P, is_training=False)
+    assert sum(1 for _ in evaluation) == n // 16  # once, whole batches only
+    # Two input pipelines (tf.distribute) read disjoint sets of shards, per-replica
+    # batches of 16 / 2.
+    read = collections.Counter()
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(2, pipeline, 2)
+        ds = cpd.make_pretraining_dataset(pattern, 16, T, P, False, input_context=context)
+        batches = [x["input_ids"].numpy() for x in ds]
+        assert batches[0].shape == (8, T)
+        read.update(row.tobytes() for x in batches for row in x)
+    written = collections.Counter(row.tobytes() for row in r["input_ids"].astype(np.int32))
+    assert not read - written  # no record read twice
+    assert sum(read.values()) > n - 2 * 8 * len(metadata["shards"])
+
+    # Fewer shards than pipelines: the records are split instead.
+    one_shard = os.path.join(out, metadata["shards"][0]["file"])
+    for i in range(2):
+        ds = cpd.make_pretraining_dataset(one_shard, 2, T, P, False,
+                                          input_context=tf.distribute.InputContext(2, i, 2))
+        num_read = sum(len(x["input_ids"]) for x in ds)
+        assert abs(num_read - metadata["shards"][0]["instances"] / 2) <= 1
+
+    serialized = next(iter(tf.data.TFRecordDataset(glob.glob(pattern)[0])))  # scalar
+    single = cpd.decode_record(serialized, T, P)
+    assert single["input_ids"].shape == (T,) and single["input_ids"].dtype == tf.int32
+
+
+def test_records_written_like_the_original_decode(tmp_path):
+    """A record built field by field as the original writer does it."""
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    ids = [CLS, 10, MASK, SEP, 12, SEP] + [0] * (T - 6)
+    feature = collections.OrderedDict()
+    feature["input_ids"] = ints(ids)
+    feature["input_mask"] = ints([1] * 6 + [0] * (T - 6))
+    feature["segment_ids"] = ints([0, 0, 0, 0, 1, 1] + [0] * (T - 6))
+    feature["masked_lm_positions"] = ints([2] + [0] * (P - 1))
+    feature["masked_lm_ids"] = ints([11] + [0] * (P - 1))
+    feature["masked_lm_weights"] = tf.train.Feature(
+        float_list=tf.train.FloatList(value=[1.0] + [0.0] * (P - 1)))
+    feature["next_sentence_labels"] = ints([1])
+    record = tf.train.Example(features=tf.train.Features(feature=feature))
+    path = str(tmp_path / "original.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        w.write(record.SerializeToString())
+    batch = next(iter(cpd.make_pretraining_dataset(path, 1, T, P, is_training=True)))
+    assert batch["input_ids"].numpy().tolist() == [ids]
+    assert batch["masked_lm_ids"].numpy()[0, 0] == 11
+    assert batch["next_sentence_labels"].numpy().tolist() == [[1]]
+
+
+# ---------------------------------------------------------------------------------
+# text_sources
+
+def test_wiki_documents(tmp_path):
+    path = tmp_path / "wiki_00"
+    path.write_text(
+        '<doc id="1" url="?curid=1" title="Stub">\nStub\n\n</doc>\n'
+        '<doc id="2" url="?curid=2" title="AT&amp;T">\nAT&T\n\n'
+        "AT&T is a company. It was founded by Mr. Bell in 1885.\nHistory.\n"
+        "It grew.\n</doc>\n"
+        '<doc id="3" title="No end">\nNo end\nA line without an end tag.\n')
+    stats = collections.Counter()
+    assert text_sources.detect_format(str(path)) == "wiki"
+    docs = list(text_sources.read_documents(str(path), stats))
+    assert docs == [
+        (0, ["AT&T is a company.", "It was founded by Mr. Bell in 1885.", "History.",
+             "It grew."]),
+        (1, ["A line without an end tag."])]
+    assert stats["empty_documents"] == 1 and stats["documents"] == 2
+
+
+def test_gutenberg_book(tmp_path):
+    path = tmp_path / "pg1.txt"
+    text = ("\ufeffThe Project Gutenberg EBook of Tests\r\n\r\nTitle: Tests\r\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK TESTS ***\r\n\r\n"
+            "Produced by A Volunteer\r\n\r\nCHAPTER I.\r\n\r\n"
+            "It was a dark\r\nand stormy night. The rain\r\nfell.\r\n\r\n"
+            "“Who is there?” said he.\r\n\r\n"
+            "End of the Project Gutenberg EBook of Tests\r\n"
+            "*** END OF THIS PROJECT GUTENBERG EBOOK TESTS ***\r\nLicence text.\r\n")
+    path.write_bytes(text.encode("utf-8"))
+    assert text_sources.detect_format(str(path)) == "gutenberg"
+    docs = list(text_sources.read_documents(str(path), collections.Counter()))
+    assert docs == [(0, ["CHAPTER I.", "It was a dark and stormy night.", "The rain fell.",
+                         "“Who is there?” said he."])]
+
+
+def test_lines_documents_and_long_documents(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("Project Gutenberg is mentioned.\nOne sentence. Not split.\n\n\n"
+                    + "".join(f"s{i}\n" for i in range(25)))
+    assert text_sources.detect_format(str(path)) == "lines"
+    stats = collections.Counter()
+    docs = list(text_sources.read_documents(str(path), stats, max_document_sentences=10))
+    assert docs[0] == (0, ["Project Gutenberg is mentioned.", "One sentence. Not split."])
+    assert [(i, len(s)) for i, s in docs[1:]] == [(1, 10), (1, 10), (1, 5)]  # one document
+    assert stats["documents"] == 2 and stats["empty_documents"] == 0
+
+
+def test_long_lines_are_cut_between_words_and_characters(tmp_path):
+    path = tmp_path / "long.txt"
+    words = ("é" * 30 + " ") * 10  # 610 bytes
+    path.write_bytes(f"{words}\n{'ü' * 100}\nshort\n".encode())
+    stats = collections.Counter()
+    lines = list(text_sources.read_lines(str(path), stats, max_line_bytes=100))
+    assert lines[-1] == "short" and all(len(line.encode()) <= 200 for line in lines)
+    e_pieces, u_pieces = lines[:-1][:-3], lines[:-1][-3:]  # 610 bytes -> 7, 200 -> 3
+    assert "".join(e_pieces) == words and all(p.endswith(" ") for p in e_pieces)
+    assert "".join(u_pieces) == "ü" * 100  # no character cut in two
+    assert stats["long_lines_split"] == 2 and stats["invalid_utf8_lines"] == 0
+
+
+# ---------------------------------------------------------------------------------
+# Real data
+
+@pytest.mark.slow
+def test_real_wikipedia_and_gutenberg_files(data_dir, tmp_path):
+    files = [os.path.join(data_dir, "pretraining", "wikipedia_sample", "AA", "wiki_09"),
+             os.path.join(data_dir, "pretraining", "gutenberg", "pg1080.txt")]
+    vocab = os.path.join(data_dir, "bert_vocab", "bert-base-uncased", "vocab.txt")
+    metadata = cpd.create_pretraining_data(
+        files, vocab, str(tmp_path), cpd.DataConfig(dupe_factor=1), progress=False)
+    counts = metadata["counts"]
+    assert counts["documents"] > 400 and counts["empty_documents"] > 500  # redirects
+    assert counts["invalid_utf8_lines"] == 0 and not metadata["skipped"]
+    records = [r.numpy() for f in sorted(glob.glob(str(tmp_path / "part-*")))
+               for r in tf.data.TFRecordDataset(f)]
+    parsed = tf.io.parse_example(records, cpd.feature_spec(128, 20))
+    lengths = parsed["input_mask"].numpy().sum(1)
+    assert len(records) == metadata["num_instances"] > 800
+    assert 0.47 < parsed["next_sentence_labels"].numpy().mean() < 0.6
+    assert np.mean(lengths == 128) > 0.4
+    k = parsed["masked_lm_weights"].numpy().sum(1)
+    np.testing.assert_array_equal(k, np.minimum(20, np.maximum(1, np.round(lengths * 0.15))))
+    # The Project Gutenberg header and licence are gone; the book's text is there.
+    vocab_words = open(vocab, encoding="utf-8").read().split("\n")
+    text = " ".join(vocab_words[i] for i in unmasked(
+        {k: v.numpy() for k, v in parsed.items()}).ravel() if i).replace(" ##", "")
+    assert "gutenberg" not in text and "ireland" in text
