@@ -1,0 +1,112 @@
+"""What a run ran on: CPU model, cores, memory, GPUs, library versions and git commit.
+
+Cheap to call (no TensorFlow import: versions come from package metadata), so the
+harness can stamp every run record with it.
+"""
+
+import functools
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGES = ("tensorflow", "tensorflow-text", "keras", "numpy", "pandas")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def cpu_model() -> str:
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> Optional[float]:
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            return round(int(line.split()[1]) / 2**20, 1)  # kB -> GiB
+    return None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def gpus() -> list:
+    """GPU names from nvidia-smi, [] without one."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def package_versions() -> dict:
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(repo: str = REPO) -> dict:
+    """{"commit": sha or None, "dirty": bool}: dirty when tracked files have local changes."""
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
+                              timeout=20)
+    try:
+        head = git("rev-parse", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    if head.returncode:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+@functools.lru_cache(maxsize=1)
+def describe() -> dict:
+    """The machine and software, as stored in every run record."""
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_cores": usable_cores(),
+        "host_cpus": os.cpu_count(),
+        "memory_gib": memory_gib(),
+        "gpus": gpus(),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+    }
+
+
+def summary(hw: dict) -> str:
+    """One line for tables and READMEs: 'Intel Xeon ... x2 cores, 23.4 GiB, TF 2.20.0'."""
+    gpu = f", {len(hw['gpus'])}x {hw['gpus'][0]}" if hw.get("gpus") else ""
+    tf = (hw.get("packages") or {}).get("tensorflow")
+    return f"{hw.get('cpu')} x{hw.get('cpu_cores')} cores, {hw.get('memory_gib')} GiB{gpu}, TF {tf}"
+
+
+if __name__ == "__main__":
+    import json
+    print(json.dumps({**describe(), "git": git_commit()}, indent=2))

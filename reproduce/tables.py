@@ -1,0 +1,465 @@
+"""Rebuilds every table of the paper from the run records alone.
+
+    python -m reproduce.tables [--output_dir results]
+
+Reads OUTPUT_DIR/runs/*/record.json (written by `reproduce.all`) and writes
+OUTPUT_DIR/tables/:
+  <table>.csv    one row per cell and scale: ours (mean, std, seeds, best run), the
+                 paper's number, the difference, status, model, notes, run id
+  <table>.md     the paper's layout, each cell "ours / paper (diff)", ours as
+                 mean +- std over fine-tuning restarts; a missing result is
+                 "n/a (reason)", never a number
+  table6.png     held-out MLM perplexity and dev accuracy against model size
+  figure5.png    downstream accuracy against pretraining steps, MLM vs LTR
+  runs.md, runs.csv   every run: status, wall time, command, git commit, hardware
+  glue_submission/<scale>-<row>/*.tsv   Table 1's GLUE test predictions (leaderboard format)
+
+Nothing here reruns or recomputes a model output: a table cannot disagree with its runs.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+from typing import Optional
+
+import pandas as pd
+
+from reproduce import hardware
+from reproduce import paper_numbers as paper
+from reproduce.plan import TABLES
+
+# The paper rows this harness reproduces (other rows are baselines of other systems).
+REPRODUCED_ROWS = {
+    "table1": ("BERT-BASE", "BERT-LARGE"),
+    "table2": ("BERT-BASE (single)", "BERT-LARGE (single)"),
+    "table3": ("BERT-LARGE (single)",),
+    "table4": ("BERT-BASE", "BERT-LARGE"),
+    "table5": paper.rows("table5"), "table6": paper.rows("table6"),
+    "table7": paper.rows("table7"), "table8": paper.rows("table8"),
+    "figure5": ("MLM", "LTR"),
+}
+EXTRA_COLUMNS = {"table1": ("WNLI",)}  # measured, not in the paper's table
+NOTES = {
+    "table1": "Ours: dev sets. Paper: GLUE test server (the paper gives no BERT dev "
+              "numbers for Table 1). Avg over the 8 tasks the paper averages (not WNLI).",
+    "table3": "Dev EM/F1 at the no-answer threshold chosen on dev (official best_exact / "
+              "best_f1), as the paper does.",
+    "table5": "Same model size and pretraining budget in every row; LTR stays left-only "
+              "when fine-tuned; '+ BiLSTM' adds a randomly initialised BiLSTM at fine-tuning.",
+    "table6": "LM ppl: held-out masked-LM perplexity. Dev accuracy, mean +- std over "
+              "fine-tuning restarts. † = no paper row for this size: Turc et al. (2019) "
+              "small BERT, GLUE test, as a reference.",
+    "table7": "Feature-based rows: frozen encoder, randomly initialised 2-layer BiLSTM.",
+    "table8": "NER feature-based: concat of the last four layers (all layers + embeddings "
+              "for a model with fewer than four layers).",
+    "figure5": paper.FIGURE5_NOTE,
+}
+PERPLEXITY = "perplexity"
+
+
+# --------------------------------------------------------------------------- reading
+def load_records(output_dir: str) -> list:
+    """Every readable record.json under OUTPUT_DIR/runs, in run-id order."""
+    records = []
+    for path in sorted(glob.glob(os.path.join(output_dir, "runs", "*", "record.json"))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                records.append(json.load(f))
+        except (OSError, json.JSONDecodeError) as e:
+            print(f"warning: skipping unreadable {path}: {e}", file=sys.stderr)
+    return records
+
+
+def _number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else math.nan
+
+
+def seed_statistics(record: dict, metric: str) -> tuple:
+    """(mean, std, restarts, best run's value) of one metric of a finished record.
+
+    Fine-tuning: over the restarts at the learning rate picked on dev (glue_suite's grid
+    summary); other stages: the single value, std 0.
+    """
+    best = _number((record.get("metrics") or {}).get(metric))
+    grid = (record.get("result") or {}).get("grid") or {}
+    for group in grid.get("by_learning_rate", []):
+        if group.get("learning_rate") == grid.get("best_learning_rate"):
+            mean = _number(group.get("mean", {}).get(metric))
+            if not math.isnan(mean):
+                return mean, _number(group.get("std", {}).get(metric)), int(group["runs"]), best
+    return best, 0.0, 1, best
+
+
+def _model_label(info: dict) -> str:
+    model = (info or {}).get("model") or {}
+    label = model.get("label", "?")
+    if model.get("size"):
+        label = f"{model['size']} {label}"
+    if model.get("parameters"):
+        label += f" ({model['parameters'] / 1e6:.1f}M)"
+    if model.get("steps"):
+        label += f", {model['steps']} steps x {model['batch_size']}"
+    return label
+
+
+def _reason(record: dict) -> str:
+    status = record.get("status")
+    if status == "running":
+        return "running or killed"
+    if status == "failed":
+        return f"run failed: {record.get('reason', '')}"[:120]
+    return record.get("reason") or status or "?"
+
+
+def cells_frame(records: list) -> pd.DataFrame:
+    """One row per (scale, table, row, column) that some record fills."""
+    rows = []
+    for record in records:
+        info = record.get("info") or {}
+        for cell in record.get("cells", []):
+            finished = record.get("status") == "finished"
+            mean, std, n, best = (seed_statistics(record, cell["metric"]) if finished
+                                  else (math.nan, math.nan, 0, math.nan))
+            number = paper.lookup(cell["table"], cell["row"], cell["column"])
+            notes = list(info.get("data_notes") or [])
+            degenerate = ((record.get("result") or {}).get("grid") or {}).get("degenerate_runs")
+            if finished and math.isnan(mean):
+                status, reason = "missing", f"no {cell['metric']} in the run's metrics"
+            else:
+                status, reason = ("ok", "") if finished else ("unavailable", _reason(record))
+            rows.append({
+                "scale": record.get("scale"), "table": cell["table"], "row": cell["row"],
+                "column": cell["column"], "metric": cell["metric"], "status": status,
+                "ours": mean, "std": std, "seeds": n, "best_run": best,
+                "paper": number.value if number else math.nan,
+                "paper_split": number.split if number else "",
+                "diff": mean - number.value if number else math.nan,
+                "reason": reason, "model": _model_label(info),
+                "parameters": ((info.get("model") or {}).get("parameters")),
+                "size": (info.get("model") or {}).get("size"),
+                "task": info.get("task"), "pretrain_step": info.get("pretrain_step"),
+                "degenerate": len(degenerate or ()) if finished else 0,
+                "notes": "; ".join(notes), "run_id": record.get("run_id"),
+                "wall_seconds": record.get("wall_seconds"),
+            })
+    columns = ["scale", "table", "row", "column", "metric", "status", "ours", "std", "seeds",
+               "best_run", "paper", "paper_split", "diff", "reason", "model", "parameters",
+               "size", "task", "pretrain_step", "degenerate", "notes", "run_id", "wall_seconds"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+# ------------------------------------------------------------------------ formatting
+def _fmt(value: float, metric: str) -> str:
+    return f"{value:.2f}" if metric == PERPLEXITY or metric == "mlm_perplexity" else f"{value:.1f}"
+
+
+def format_cell(ours: Optional[pd.Series], paper_value: Optional[float],
+                reference: Optional[float] = None, metric: str = "",
+                row_run: bool = True) -> str:
+    """'84.1 ± 0.3 (n=3) / 84.4 (-0.3)'; 'n/a (no QQP data) / 71.2'; a reference (not
+    the paper's own number) is marked †; runs that predicted one class for every dev
+    example are flagged."""
+    if ours is None:
+        left = "n/a (not run)" if row_run else "–"  # "–": this row is not at this scale
+    elif ours["status"] != "ok":
+        left = f"n/a ({ours['reason']})"
+    else:
+        left = _fmt(ours["ours"], metric)
+        if ours["seeds"] > 1:
+            left += f" ± {_fmt(ours['std'], metric)} (n={ours['seeds']})"
+        if ours.get("degenerate"):
+            left += f" [{ours['degenerate']} degenerate: constant predictions]"
+    target, mark = paper_value, ""
+    if (target is None or math.isnan(target)) and reference is not None:
+        target, mark = reference, "†"
+    if target is None or math.isnan(target):
+        return f"{left} / –"
+    right = f"{_fmt(target, metric)}{mark}"
+    if ours is not None and ours["status"] == "ok":
+        right += f" ({ours['ours'] - target:+.1f})"
+    return f"{left} / {right}"
+
+
+def _reference(table: str, size: Optional[str], column: str) -> Optional[float]:
+    """Turc et al.'s small BERTs as a reference for Table 6 sizes the paper lacks."""
+    if table != "table6" or size not in paper.SMALL_BERTS:
+        return None
+    name = {"MNLI-m": "MNLI-m", "MRPC": "MRPC acc", "SST-2": "SST-2"}.get(column)
+    number = paper.lookup("ref:small-berts", size, name) if name else None
+    return number.value if number else None
+
+
+def _column_metric(table: str, column: str) -> str:
+    for col in paper.columns(table) if table in paper.TITLES and table != "figure5" else ():
+        if col.name == column:
+            return col.metric
+    return ""
+
+
+def table_markdown(table: str, cells: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """The markdown of one table: a section per scale in the paper's layout."""
+    lines = [f"# {paper.TITLES[table]}", ""]
+    if table in NOTES:
+        lines += [NOTES[table], ""]
+    if cells.empty:
+        return "\n".join(lines + ["No runs recorded for this table yet.", ""])
+    for scale, group in cells.groupby("scale", sort=False):
+        lines += [f"## Scale: {scale}", ""]
+        if table == "figure5":
+            lines += _figure5_markdown(group)
+        else:
+            lines += _paper_layout(table, group)
+        lines += _footer(group, runs)
+    return "\n".join(lines)
+
+
+def _paper_layout(table: str, group: pd.DataFrame) -> list:
+    columns = [c.name for c in paper.columns(table) if not c.name.startswith("Test")
+               or (group["column"] == c.name).any()]
+    columns += [c for c in EXTRA_COLUMNS.get(table, ()) if (group["column"] == c).any()]
+    rows = list(REPRODUCED_ROWS[table])
+    rows += [r for r in dict.fromkeys(group["row"]) if r not in rows]
+    header = ["row", "model"] + columns
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        in_row = group[group["row"] == row]
+        models = "; ".join(dict.fromkeys(in_row["model"])) or "–"
+        size = in_row["size"].dropna().iloc[0] if in_row["size"].notna().any() else None
+        cells = []
+        for column in columns:
+            match = in_row[in_row["column"] == column]
+            ours = match.iloc[0] if len(match) else None
+            number = paper.lookup(table, row, column)
+            metric = match.iloc[0]["metric"] if len(match) else _column_metric(table, column)
+            if column == "Avg" and table == "table1":
+                cells.append(_glue_average(in_row, number))
+                continue
+            cells.append(format_cell(ours, number.value if number else None,
+                                     _reference(table, size, column), metric,
+                                     row_run=len(in_row) > 0))
+        out.append("| " + " | ".join([row, models] + cells) + " |")
+    return out + [""]
+
+
+def _glue_average(in_row: pd.DataFrame, number) -> str:
+    """Table 1's average over the 8 tasks the paper averages; n/a while any is missing."""
+    tasks = ("MNLI-m", "MNLI-mm", "QQP", "QNLI", "SST-2", "CoLA", "STS-B", "MRPC", "RTE")
+    ok = in_row[(in_row["status"] == "ok") & in_row["column"].isin(tasks)]
+    missing = [t for t in tasks if t not in set(ok["column"])]
+    paper_text = f"{number.value:.1f}" if number else "–"
+    if missing:
+        return f"n/a (missing {', '.join(missing)}) / {paper_text}"
+    # The paper averages MNLI-m/mm as one task: 8 tasks.
+    by_task = ok.set_index("column")["ours"]
+    mnli = (by_task["MNLI-m"] + by_task["MNLI-mm"]) / 2
+    value = (mnli + sum(by_task[t] for t in tasks[2:])) / 8
+    diff = f" ({value - number.value:+.1f})" if number else ""
+    return f"{value:.1f} / {paper_text}{diff}"
+
+
+def _figure5_markdown(group: pd.DataFrame) -> list:
+    steps = sorted({int(s) for s in group["pretrain_step"].dropna()})
+    tasks = ", ".join(sorted(group["task"].dropna().unique()))
+    header = ["objective", "model"] + [f"{s} steps" for s in steps]
+    out = [f"Downstream task: {tasks} (dev accuracy).", "",
+           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in ("MLM", "LTR"):
+        in_row = group[group["row"] == row]
+        cells = []
+        for step in steps:
+            match = in_row[in_row["pretrain_step"] == step]
+            cells.append(format_cell(match.iloc[0] if len(match) else None, None).rsplit(" / ", 1)[0])
+        models = "; ".join(dict.fromkeys(in_row["model"])) or "–"
+        out.append("| " + " | ".join([row, models] + cells) + " |")
+    return out + [""]
+
+
+def _footer(group: pd.DataFrame, runs: pd.DataFrame) -> list:
+    ids = set(group["run_id"])
+    used = runs[runs["run_id"].isin(ids)]
+    lines = []
+    notes = sorted({n for text in group["notes"] if text for n in text.split("; ")})
+    for note in notes:
+        lines.append(f"- Note: {note}")
+    finished = used[used["status"] == "finished"]
+    if len(finished):
+        lines.append(f"- {len(finished)} finished run(s), {finished['wall_seconds'].sum() / 3600:.2f} "
+                     f"h of wall time; git {', '.join(sorted(set(finished['git_commit'].dropna())))}"
+                     f"; {'; '.join(sorted(set(finished['hardware'].dropna())))}")
+    lines.append(f"- Runs: {', '.join(sorted(ids))}")
+    return lines + [""]
+
+
+def runs_frame(records: list) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        git = r.get("git") or {}
+        rows.append({"run_id": r.get("run_id"), "scale": r.get("scale"),
+                     "stage": r.get("stage"), "status": r.get("status"),
+                     "reason": r.get("reason", ""), "wall_seconds": r.get("wall_seconds"),
+                     "estimate_s": r.get("estimate_s"), "started": r.get("started"),
+                     "git_commit": (git.get("commit") or "")[:10] + ("+dirty" if git.get("dirty") else "")
+                     if git.get("commit") else None,
+                     "hardware": hardware.summary(r["hardware"]) if r.get("hardware") else None,
+                     "tables": ",".join(r.get("tables") or []), "command": r.get("command")})
+    return pd.DataFrame(rows, columns=["run_id", "scale", "stage", "status", "reason",
+                                       "wall_seconds", "estimate_s", "started", "git_commit",
+                                       "hardware", "tables", "command"])
+
+
+def _runs_markdown(runs: pd.DataFrame) -> str:
+    lines = ["# Runs", "", "| run | status | wall | estimate | git | command |", "|---|---|---|---|---|---|"]
+    for _, r in runs.iterrows():
+        wall = "" if pd.isna(r["wall_seconds"]) else f"{r['wall_seconds'] / 60:.1f} min"
+        est = "" if pd.isna(r["estimate_s"]) else f"{r['estimate_s'] / 60:.1f} min"
+        status = r["status"] + (f" ({r['reason']})" if r["reason"] else "")
+        lines.append(f"| {r['run_id']} | {status} | {wall} | {est} | {r['git_commit'] or ''} "
+                     f"| `{r['command']}` |")
+    hw = sorted(set(runs["hardware"].dropna()))
+    if hw:
+        lines += ["", "Hardware: " + "; ".join(hw)]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- plots
+def _plot_table6(cells: pd.DataFrame, path: str) -> bool:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from bert_tf.config import config_for_size
+    ok = cells[(cells["status"] == "ok") & cells["parameters"].notna()]
+    if ok.empty:
+        return False
+    fig, (ax_ppl, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
+    paper_params = {row: config_for_size(name).num_parameters()
+                    for row, (_, name) in paper.TABLE6_SIZES.items()}
+    for scale, group in ok.groupby("scale"):
+        ppl = group[group["column"] == "LM ppl"].sort_values("parameters")
+        if len(ppl):
+            ax_ppl.plot(ppl["parameters"], ppl["ours"], "o-", label=f"ours ({scale})")
+        for column, marker in (("MNLI-m", "o"), ("MRPC", "s"), ("SST-2", "^")):
+            acc = group[group["column"] == column].sort_values("parameters")
+            if len(acc):
+                ax_acc.errorbar(acc["parameters"], acc["ours"], yerr=acc["std"].fillna(0),
+                                marker=marker, label=f"{column} ours ({scale})", capsize=3)
+    ax_ppl.plot(list(paper_params.values()), [paper.TABLE6[r][0] for r in paper_params],
+                "k--x", label="paper")
+    for i, (column, marker) in enumerate((("MNLI-m", "o"), ("MRPC", "s"), ("SST-2", "^"))):
+        ax_acc.plot(list(paper_params.values()), [paper.TABLE6[r][i + 1] for r in paper_params],
+                    "k--", marker=marker, alpha=0.5, label=f"{column} paper")
+    for ax, title, ylabel in ((ax_ppl, "Held-out masked-LM perplexity", "perplexity"),
+                              (ax_acc, "Dev accuracy", "accuracy (%)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("encoder parameters")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    ax_ppl.set_yscale("log")
+    fig.suptitle("Table 6: model size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _plot_figure5(cells: pd.DataFrame, path: str) -> bool:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ok = cells[(cells["status"] == "ok") & cells["pretrain_step"].notna()]
+    if ok.empty:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for (scale, row), group in ok.groupby(["scale", "row"]):
+        group = group.sort_values("pretrain_step")
+        ax.errorbar(group["pretrain_step"], group["ours"], yerr=group["std"].fillna(0),
+                    marker="o", capsize=3, label=f"{row} ({scale})")
+    tasks = ", ".join(sorted(ok["task"].dropna().unique()))
+    ax.set_xlabel("pretraining steps")
+    ax.set_ylabel(f"{tasks} dev accuracy (%)")
+    ax.set_title("Figure 5: MLM vs LTR over pretraining")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------------------- build
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def collect_glue_submission(records: list, output_dir: str) -> list:
+    """Copies Table 1's GLUE test predictions (leaderboard format, written by glue_suite)
+    into tables/glue_submission/<scale>-<row>/, ready to zip for gluebenchmark.com."""
+    import shutil
+    written = []
+    for record in records:
+        rows = {c["row"] for c in record.get("cells", []) if c["table"] == "table1"}
+        if record.get("status") != "finished" or not rows:
+            continue
+        for relative in (record.get("outputs") or {}).get("files", []):
+            if not relative.startswith("submission/"):
+                continue
+            source = os.path.join(output_dir, "runs", record["run_id"], "files", relative)
+            for row in rows:
+                folder = f"{record.get('scale')}-{row}"
+                target = os.path.join(output_dir, "tables", "glue_submission", folder,
+                                      os.path.basename(relative))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(source, target)
+                written.append(os.path.join("glue_submission", folder, os.path.basename(relative)))
+    return written
+
+
+def build_tables(output_dir: str) -> list:
+    """Writes OUTPUT_DIR/tables/*; returns the file names written."""
+    records = load_records(output_dir)
+    tables_dir = os.path.join(output_dir, "tables")
+    os.makedirs(tables_dir, exist_ok=True)
+    cells = cells_frame(records)
+    runs = runs_frame(records)
+    written = []
+    for table in TABLES:
+        part = cells[cells["table"] == table]
+        part.to_csv(os.path.join(tables_dir, f"{table}.csv"), index=False)
+        _write(os.path.join(tables_dir, f"{table}.md"), table_markdown(table, part, runs))
+        written += [f"{table}.csv", f"{table}.md"]
+    if _plot_table6(cells[cells["table"] == "table6"], os.path.join(tables_dir, "table6.png")):
+        written.append("table6.png")
+    if _plot_figure5(cells[cells["table"] == "figure5"], os.path.join(tables_dir, "figure5.png")):
+        written.append("figure5.png")
+    written += collect_glue_submission(records, output_dir)
+    runs.to_csv(os.path.join(tables_dir, "runs.csv"), index=False)
+    _write(os.path.join(tables_dir, "runs.md"), _runs_markdown(runs))
+    written += ["runs.csv", "runs.md"]
+    return written
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reproduce.tables", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--output_dir", default="results")
+    args = p.parse_args(argv)
+    if not glob.glob(os.path.join(args.output_dir, "runs", "*", "record.json")):
+        print(f"error: no run records under {args.output_dir}/runs (run python -m "
+              f"reproduce.all first)", file=sys.stderr)
+        return 1
+    written = build_tables(args.output_dir)
+    print(f"wrote {len(written)} files to {os.path.join(args.output_dir, 'tables')}: "
+          f"{', '.join(written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

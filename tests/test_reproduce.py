@@ -1,0 +1,489 @@
+"""Tests of the experiment harness: plans, resumable execution, tables, paper numbers.
+
+Everything here runs in seconds on synthetic inputs (a data directory of empty files in
+the standard layout, a stand-in CLI, hand-written records), except the one smoke-scale
+end-to-end test, which drives the real CLIs and is marked slow.
+"""
+
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from reproduce import all as harness
+from reproduce import paper_numbers as paper
+from reproduce import tables
+from reproduce.plan import (SCALES, TABLES, Cell, Plan, Run, build_plan, encoder_flops,
+                            seconds_for)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAPER_FILE = os.path.join(REPO, "..", "shared", "paper", "README.md")
+
+# What this machine's data directory holds (data README): no QQP, no QNLI/SQuAD v2.0
+# train, no SWAG; MNLI train only as the 20k subset.
+AVAILABLE = [
+    *(f"glue_data/{t}/{s}.tsv" for t in ("CoLA", "SST-2", "MRPC", "STS-B", "RTE", "WNLI")
+      for s in ("train", "dev", "test")),
+    "glue_data/QNLI/dev.tsv", "glue_data/QNLI/test.tsv",
+    "glue_data/MNLI/train.random-subset-20000.tokenized.tsv",
+    "multinli_1.0/multinli_1.0_dev_matched.csv", "multinli_1.0/multinli_1.0_dev_mismatched.csv",
+    "squad/v1.1/dev-v1.1.json", "squad/v1.1/train-v1.1.reconstructed.json.gz",
+    "squad/v2.0/dev-v2.0.json",
+    "conll2003/eng.train", "conll2003/eng.testa", "conll2003/eng.testb",
+    "bert_vocab/bert-base-uncased/vocab.txt", "bert_vocab/bert-base-cased/vocab.txt",
+    "pretraining/wikipedia_sample/AA/wiki_00", "pretraining/wikipedia_sample/AA/wiki_09",
+    "pretraining/wikipedia_2015/AA/wiki_00", "pretraining/wikipedia_2015/AA/wiki_50",
+    "pretraining/wikipedia_2015/AA/wiki_59",
+    *(f"pretraining/gutenberg/pg{n}.txt" for n in (1080, 1952, 7256, 11)),
+]
+ALL_FLAGS = None  # build_plan: assume every CLI flag exists
+
+
+@pytest.fixture
+def fake_data(tmp_path):
+    root = tmp_path / "data"
+    for relpath in AVAILABLE:
+        path = root / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x" * 1000)
+    return str(root)
+
+
+def _plan(scale, data_dir, tmp_path, **kwargs):
+    return build_plan(scale, "cpu", data_dir, str(tmp_path / "work"), **kwargs)
+
+
+# ------------------------------------------------------------------------------ plans
+@pytest.mark.parametrize("scale", sorted(SCALES))
+def test_plan_is_ordered_and_consistent(scale, fake_data, tmp_path):
+    plan = _plan(scale, fake_data, tmp_path)
+    seen = set()
+    for run_id, run in plan.runs.items():
+        assert run_id == run.run_id and run_id.startswith(f"{scale}.{run.stage}.")
+        assert set(run.needs) <= seen, f"{run_id} runs before what it needs"
+        seen.add(run_id)
+        assert {c.table for c in run.cells} <= set(TABLES)
+        args = list(run.args)
+        if "--init_checkpoint" in args:  # reads the export of the run it needs
+            checkpoint = args[args.index("--init_checkpoint") + 1]
+            assert any(checkpoint.startswith(plan.runs[n].out_dir) for n in run.needs)
+        assert run.out_dir.startswith(str(tmp_path / "work"))
+    cells = [c for r in plan.runs.values() for c in r.cells]
+    assert len(cells) == len(set(cells)), "a cell is filled by two runs"
+    expected = set(TABLES) - ({"table4"} if scale == "smoke" else set())  # smoke: no SWAG
+    assert {c.table for c in cells} == expected, "every table has runs"
+
+
+def test_paper_plan_uses_the_papers_settings(fake_data, tmp_path):
+    plan = _plan("paper", fake_data, tmp_path)
+    base = plan.runs["paper.pretrain.base-nsp"]
+    args = dict(zip(base.args[::2], base.args[1::2]))
+    assert (args["--global_batch_size"], args["--num_train_steps"], args["--learning_rate"],
+            args["--num_warmup_steps"], args["--phase2_seq_length"]) == (
+        "256", "1000000", "0.0001", "10000", "512")
+    assert float(args["--phase2_fraction"]) == pytest.approx(0.1)
+    # Table 6: the paper's six sizes; Table 8: six masking rates; all pretrained 1M steps.
+    sizes = {r.info["model"]["size"] for r in plan.runs.values() if r.stage == "pretrain"}
+    assert {"L3_H768_A12", "L6_H768_A3", "L6_H768_A12", "base", "L12_H1024_A16",
+            "large"} <= sizes
+    masks = {tuple(r.info["model"]["mask_rates"]) for r in plan.runs.values()
+             if r.stage == "pretrain"}
+    assert masks == set(paper.TABLE8_RATES.values())
+    # GLUE: the task's own grid (no --learning_rates), restarts for Table 6.
+    mrpc = plan.runs["paper.finetune.base-nsp.mrpc"]
+    assert "--learning_rates" not in mrpc.args and "--max_train_examples" not in mrpc.args
+    assert mrpc.args[mrpc.args.index("--seeds") + 1] == "5"
+    # Table 7 is cased, as in the paper.
+    assert "paper.pretrain.large-nsp-cased" in plan.runs
+
+
+def test_missing_data_gives_reasons_not_runs(fake_data, tmp_path):
+    plan = _plan("cpu", fake_data, tmp_path)
+    reasons = {r.run_id: r.unavailable for r in plan.runs.values()}
+    assert reasons["cpu.finetune.default.qqp"] == "no QQP data"
+    assert reasons["cpu.finetune.default.qnli"] == "no QNLI train data"
+    assert reasons["cpu.finetune.default.swag"] == "no SWAG data"
+    assert reasons["cpu.finetune.default.squad2.0"] == "no SQuAD v2.0 train data"
+    assert reasons["cpu.finetune.default.mnli"] is None
+    notes = plan.runs["cpu.finetune.default.mnli"].info["data_notes"]
+    assert notes and "20k" in notes[0]
+
+
+def test_cpu_plan_fits_its_budget(fake_data, tmp_path):
+    plan = _plan("cpu", fake_data, tmp_path)
+    hours = plan.total_estimate() / 3600
+    assert 6 <= hours <= 10.5, hours
+    pretrain = [r for r in plan.runs.values() if r.stage == "pretrain"]
+    # Equal budget for every ablation (Tables 5, 6, 8).
+    assert {(r.info["model"]["steps"], r.info["model"]["batch_size"]) for r in pretrain} == {
+        (1500, 32)}
+    assert {r.info["model"]["size"] for r in pretrain} == {"tiny", "mini", "small"}
+
+
+def test_smoke_plan_takes_minutes(fake_data, tmp_path):
+    plan = _plan("smoke", fake_data, tmp_path)
+    assert plan.total_estimate() < 20 * 60
+    for run in plan.runs.values():
+        if run.stage == "finetune":
+            assert "--max_train_examples" in run.args and "--max_eval_examples" in run.args
+
+
+def test_select_keeps_dependencies(fake_data, tmp_path):
+    plan = _plan("cpu", fake_data, tmp_path, tables=["table6"])
+    stages = {r.stage for r in plan.runs.values()}
+    assert stages == {"data", "pretrain", "finetune"}
+    assert all("table6" in r.tables for r in plan.runs.values() if r.stage == "finetune")
+    full = _plan("cpu", fake_data, tmp_path)
+    # --only never changes a command, so records stay valid across selections.
+    for run_id, run in plan.runs.items():
+        assert full.runs[run_id].args == run.args
+
+
+def test_missing_cli_flags_make_cells_not_implemented(fake_data, tmp_path):
+    help_text = subprocess_free_help(without=("--feature_mode", "--head", "--bilstm_units"))
+    flags = {"bert_tf.create_pretraining_data": None,
+             "bert_tf.pretrain": harness.parse_help("--config {tiny,mini} --eval_files X"),
+             "glue_suite.run": harness.parse_help(help_text)}
+    plan = _plan("cpu", fake_data, tmp_path, flags=flags)
+    features = plan.runs["cpu.finetune.default.conll2003-features-last"]
+    assert features.unavailable.startswith("not implemented: python -m glue_suite.run has no")
+    assert "--feature_mode" in features.unavailable
+    assert plan.runs["cpu.pretrain.tiny-nsp"].unavailable.startswith("not implemented")
+    # Without --export_steps the pretraining still runs; Figure 5's early points are n/a.
+    used = {m: {a: None for r in _plan("cpu", fake_data, tmp_path).runs.values()
+                if r.module == m for a in r.args if a.startswith("--")}
+            for m in ("bert_tf.create_pretraining_data", "bert_tf.pretrain")}
+    del used["bert_tf.pretrain"]["--export_steps"]
+    plan = _plan("cpu", fake_data, tmp_path, flags={**flags, **used})
+    assert plan.runs["cpu.pretrain.tiny-nsp"].unavailable is None
+    assert "cpu.finetune.tiny-nsp@500.mnli" in plan.runs
+    assert "--export_steps" in plan.runs["cpu.finetune.tiny-nsp@500.mnli"].unavailable
+
+
+def subprocess_free_help(without=()):
+    """An argparse help text in glue_suite.run's style, minus some flags."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m glue_suite.run")
+    p.add_argument("--task", choices=["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
+                                      "rte", "wnli", "squad1.1", "squad2.0", "swag",
+                                      "conll2003"])
+    p.add_argument("--strategy", choices=["cpu", "gpu"])
+    for flag in ("--init_checkpoint", "--data_dir", "--output_dir", "--cache_dir",
+                 "--precision", "--seeds", "--verbose", "--epochs", "--batch_size",
+                 "--max_train_examples", "--max_eval_examples", "--learning_rates",
+                 "--feature_mode", "--head", "--bilstm_units", "--train_task"):
+        if flag not in without:
+            p.add_argument(flag)
+    return p.format_help()
+
+
+def test_parse_help_reads_flags_and_choices():
+    flags = harness.parse_help(subprocess_free_help())
+    assert flags["--strategy"] == ("cpu", "gpu")
+    assert flags["--task"][:3] == ("cola", "sst2", "mrpc")
+    assert flags["--seeds"] is None
+
+
+def test_cost_model_reproduces_the_measured_anchors():
+    for size, rate in (("tiny", 140.0), ("mini", 40.0), ("base", 3.0)):
+        assert seconds_for("cpu", rate, encoder_flops(size, 128)) == pytest.approx(1.0)
+    # Interpolated sizes fall between their neighbours; no figure for GPUs.
+    small = 1 / seconds_for("cpu", 1, encoder_flops("small", 128))
+    assert 3.0 < small < 40.0
+    assert seconds_for("gpu", 1, encoder_flops("base", 128)) is None
+
+
+# ---------------------------------------------------------------- running and resuming
+FAKE_CLI = textwrap.dedent('''
+    """A stand-in CLI: counts its calls, fails or writes metrics.json as told."""
+    import json, os, sys
+    out, mode = sys.argv[sys.argv.index("--output_dir") + 1], sys.argv[-1]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "calls"), "a") as f:
+        f.write("x")
+    if mode == "fail":
+        sys.exit("error: told to fail")
+    json.dump({"task": "mrpc", "metrics": {"accuracy": 80.0}, "learning_rate": 2e-5,
+               "grid": {"best_learning_rate": 2e-5, "by_learning_rate": [
+                   {"learning_rate": 2e-5, "runs": 2, "mean": {"accuracy": 79.0},
+                    "std": {"accuracy": 1.4}}]}},
+              open(os.path.join(out, "metrics.json"), "w"))
+''')
+
+
+@pytest.fixture
+def fake_cli(tmp_path, monkeypatch):
+    (tmp_path / "fake_cli.py").write_text(FAKE_CLI)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return tmp_path
+
+
+def _fake_plan(tmp_path, modes):
+    runs = {}
+    for name, mode in modes.items():
+        out = str(tmp_path / "work" / name)
+        needs = ("t.finetune.a",) if name == "c" else ()
+        runs[f"t.finetune.{name}"] = Run(
+            f"t.finetune.{name}", "finetune", "fake_cli", ("--output_dir", out, mode), out,
+            needs=needs, cells=(Cell("table5", "BERT-BASE", "MRPC", "accuracy"),),
+            info={"task": "mrpc", "model": {"size": "tiny"}})
+    return Plan("smoke", "cpu", runs)
+
+
+def _calls(tmp_path, name):
+    path = tmp_path / "work" / name / "calls"
+    return len(path.read_text()) if path.exists() else 0
+
+
+def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "ok", "b": "ok"})
+    assert harness.run_plan(plan, out, str(tmp_path), echo=False) == {
+        "t.finetune.a": "finished", "t.finetune.b": "finished"}
+    record = harness.load_record(out, "t.finetune.a")
+    assert record["status"] == "finished" and record["metrics"] == {"accuracy": 80.0}
+    assert record["command"].startswith("python -m fake_cli")
+    assert record["git"].keys() == {"commit", "dirty"} and record["hardware"]["cpu_cores"] >= 1
+    assert record["wall_seconds"] >= 0 and record["outputs"]["files"] == ["metrics.json"]
+    assert os.path.isfile(os.path.join(out, "runs", "t.finetune.a", "files", "metrics.json"))
+
+    harness.run_plan(plan, out, str(tmp_path), echo=False)  # everything finished: no calls
+    assert (_calls(tmp_path, "a"), _calls(tmp_path, "b")) == (1, 1)
+
+    # A run killed mid-way leaves its "running" record: only it runs again.
+    killed = harness.load_record(out, "t.finetune.b")
+    harness.write_record(out, {**killed, "status": "running"})
+    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    assert (_calls(tmp_path, "a"), _calls(tmp_path, "b")) == (1, 2)
+    assert harness.load_record(out, "t.finetune.b")["status"] == "finished"
+    assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
+                if ".tmp" in p], "record.json is written atomically"
+
+
+def test_failures_block_dependents_and_changed_commands_restart_clean(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "fail", "c": "ok"})
+    final = harness.run_plan(plan, out, str(tmp_path), echo=False)
+    assert final == {"t.finetune.a": "failed", "t.finetune.c": "blocked"}
+    failed = harness.load_record(out, "t.finetune.a")
+    assert "told to fail" in failed["reason"] and failed["returncode"] == 1
+    assert "needs t.finetune.a (failed)" in harness.load_record(out, "t.finetune.c")["reason"]
+
+    plan = _fake_plan(tmp_path, {"a": "ok", "c": "ok"})  # the command of "a" changed
+    stale = tmp_path / "work" / "a" / "stale-checkpoint"
+    stale.write_text("from the old command")
+    assert set(harness.run_plan(plan, out, str(tmp_path), echo=False).values()) == {"finished"}
+    assert not stale.exists(), "a changed command starts in a clean directory"
+    assert [p.name for p in (tmp_path / "work").glob("a.old-*/stale-checkpoint")], \
+        "the old outputs are set aside, not deleted"
+    # When "a" is redone, "c", which reads its outputs, is redone too, once.
+    assert _calls(tmp_path, "c") == 1
+    harness.write_record(out, {**harness.load_record(out, "t.finetune.a"), "ended": "later"})
+    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    assert len(list((tmp_path / "work").glob("c.old-*"))) == 1 and _calls(tmp_path, "c") == 1
+    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    assert len(list((tmp_path / "work").glob("c.old-*"))) == 1
+
+
+def test_unavailable_runs_are_recorded_with_their_reason(fake_data, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _plan("cpu", fake_data, tmp_path).select(["table1"])
+    plan.runs = {k: r for k, r in plan.runs.items() if r.unavailable}
+    harness.run_plan(plan, out, fake_data, echo=False)
+    record = harness.load_record(out, "cpu.finetune.default.qqp")
+    assert record["status"] == "unavailable" and record["reason"] == "no QQP data"
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(harness, "cli_flags", lambda: {m: {} for m in harness.MODULES})
+    out = tmp_path / "results"
+    code = harness.main(["--strategy", "cpu", "--scale", "smoke", "--data_dir", fake_data,
+                         "--output_dir", str(out), "--work_dir", str(tmp_path / "w"),
+                         "--dry_run"])
+    text = capsys.readouterr().out
+    assert code == 0 and not out.exists() and not (tmp_path / "w").exists()
+    assert "Plan: scale smoke" in text and "smoke.pretrain.tiny-nsp" in text
+    assert re.search(r"To run: \d+ runs, estimated \d+m", text)
+
+
+# ---------------------------------------------------------------------------- tables
+def _record(run_id, status, cells, metrics=None, grid=None, reason=None, info=None,
+            stage="finetune", scale="cpu"):
+    """A hand-written SYNTHETIC record, in reproduce.all's format."""
+    record = {"run_id": run_id, "stage": stage, "scale": scale, "status": status,
+              "cells": [vars(c) for c in cells], "tables": sorted({c.table for c in cells}),
+              "info": info or {"model": {"size": "tiny", "label": "L2/H128/A2",
+                                         "parameters": 4.4e6, "steps": 1500,
+                                         "batch_size": 32}},
+              "command": f"python -m synthetic {run_id}", "wall_seconds": 60.0,
+              "git": {"commit": "0" * 40, "dirty": False},
+              "hardware": {"cpu": "synthetic", "cpu_cores": 2, "memory_gib": 1.0,
+                           "packages": {"tensorflow": "x"}}}
+    if metrics is not None:
+        record["metrics"] = metrics
+    if grid is not None:
+        record["result"] = {"grid": grid}
+    if reason:
+        record["reason"] = reason
+    return record
+
+
+@pytest.fixture
+def synthetic_results(tmp_path):
+    out = tmp_path / "results"
+    three_seeds = {"best_learning_rate": 1e-4, "degenerate_runs": [2], "by_learning_rate": [
+        {"learning_rate": 1e-4, "runs": 3, "mean": {"accuracy": 80.0}, "std": {"accuracy": 2.0}}]}
+    records = [
+        _record("cpu.finetune.tiny-nsp.mrpc", "finished",
+                [Cell("table5", "BERT-BASE", "MRPC", "accuracy"),
+                 Cell("table6", "L2/H128/A2", "MRPC", "accuracy")],
+                metrics={"accuracy": 82.0}, grid=three_seeds),
+        _record("cpu.finetune.tiny-nsp.qnli", "unavailable",
+                [Cell("table5", "BERT-BASE", "QNLI", "accuracy")], reason="no QNLI train data"),
+        _record("cpu.finetune.tiny-ltr.mrpc", "failed",
+                [Cell("table5", "LTR & No NSP", "MRPC", "accuracy")], reason="exit 1: boom"),
+        _record("cpu.pretrain.tiny-nsp", "finished",
+                [Cell("table6", "L2/H128/A2", "LM ppl", "mlm_perplexity")],
+                metrics={"mlm_perplexity": 120.5}, stage="pretrain"),
+        _record("cpu.finetune.tiny-nsp@500.mnli", "finished",
+                [Cell("figure5", "MLM", "500", "accuracy")], metrics={"accuracy": 50.0},
+                info={"task": "mnli", "pretrain_step": 500, "model": {"size": "tiny"}}),
+        _record("cpu.finetune.tiny-nsp.mnli", "finished",
+                [Cell("figure5", "MLM", "1500", "accuracy")], metrics={"accuracy": 55.0},
+                info={"task": "mnli", "pretrain_step": 1500, "model": {"size": "tiny"}}),
+    ]
+    for record in records:
+        harness.write_record(str(out), record)
+    return out
+
+
+def test_tables_show_ours_paper_diff_and_na(synthetic_results):
+    written = tables.build_tables(str(synthetic_results))
+    assert {"table5.md", "table5.csv", "table6.png", "figure5.png", "runs.md"} <= set(written)
+    table5 = (synthetic_results / "tables" / "table5.md").read_text()
+    # Ours = mean +- std over the restarts at the chosen learning rate; paper 86.7.
+    assert "80.0 ± 2.0 (n=3) [1 degenerate: constant predictions] / 86.7 (-6.7)" in table5
+    assert "n/a (no QNLI train data) / 88.4" in table5
+    assert "n/a (run failed: exit 1: boom) / 77.5" in table5
+    assert "n/a (not run) / 84.4" in table5  # MNLI-m: no record at all
+    assert "| No NSP | – | – / 83.9 |" in table5  # a row with no run at this scale
+    table6 = (synthetic_results / "tables" / "table6.md").read_text()
+    assert "120.50 / –" in table6
+    assert "80.0 ± 2.0 (n=3) [1 degenerate: constant predictions] / 71.1† (+8.9)" in table6  # Turc et al. Tiny MRPC accuracy
+    csv = pd.read_csv(synthetic_results / "tables" / "table5.csv")
+    row = csv[(csv["row"] == "BERT-BASE") & (csv["column"] == "MRPC")].iloc[0]
+    assert (row["ours"], row["std"], row["seeds"], row["best_run"], row["paper"]) == (
+        80.0, 2.0, 3, 82.0, 86.7)
+    assert math.isclose(row["diff"], -6.7)
+    na = csv[csv["column"] == "QNLI"].iloc[0]
+    assert na["status"] == "unavailable" and math.isnan(na["ours"])
+    figure5 = (synthetic_results / "tables" / "figure5.md").read_text()
+    assert "| MLM |" in figure5 and "50.0" in figure5 and "55.0" in figure5
+
+
+def test_tables_with_no_records_are_all_na(tmp_path):
+    written = tables.build_tables(str(tmp_path))
+    table1 = (tmp_path / "tables" / "table1.md").read_text()
+    assert "No runs recorded" in table1 and "table6.png" not in written
+
+
+# ---------------------------------------------------------------------- paper numbers
+def test_paper_numbers_sample():
+    assert paper.lookup("table1", "BERT-LARGE", "CoLA").value == 60.5
+    assert paper.lookup("table1", "BERT-BASE", "MNLI-mm").value == 83.4
+    assert paper.lookup("table2", "BERT-BASE (single)", "Dev F1").value == 88.5
+    assert paper.lookup("table3", "BERT-LARGE (single)", "Test EM").value == 80.0
+    assert paper.lookup("table5", "+ BiLSTM", "SQuAD F1").value == 84.9
+    assert paper.lookup("table6", "L24/H1024/A16", "LM ppl").value == 3.23
+    assert paper.lookup("table7", "concat last four hidden", "Dev F1").value == 96.1
+    assert paper.lookup("table8", "0/0/100", "NER feature-based").value == 94.6
+    assert paper.lookup("table4", "OpenAI GPT", "Dev") is None  # "–" in the paper
+    assert paper.lookup("ref:small-berts", "mini", "MNLI-m").value == 74.8
+
+
+def _markdown_tables(text):
+    """{heading: [[cells], ...]} for every '## ...' section's first markdown table."""
+    sections, heading = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("|") and heading and not set(line) <= set("|- "):
+            sections.setdefault(heading, []).append([c.strip() for c in line.strip("|").split("|")])
+    return sections
+
+
+def _values(cell, width=1):
+    if cell in ("–", ""):
+        return [None] * width  # "–" stands for a whole EM/F1 or m/mm pair
+    return [float(v) for v in cell.split("/")]
+
+
+@pytest.mark.skipif(not os.path.isfile(PAPER_FILE), reason="paper file not present")
+def test_paper_numbers_match_the_paper_file():
+    """Every cell of Tables 1-8 (and the small-BERT rows), read independently from the
+    project's paper file, equals paper_numbers."""
+    sections = _markdown_tables(open(PAPER_FILE, encoding="utf-8").read())
+    checked = 0
+    for table in ("table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8"):
+        heading = next(h for h in sections if h.lower().startswith(f"table {table[-1]}"))
+        header, *rows = sections[heading]
+        columns = [c.name for c in paper.columns(table)]
+        widths = [max(len(r[i].split("/")) for r in rows) for i in range(len(header))]
+        for cells in rows:
+            label = cells[0]
+            if label == "(train size)":
+                continue
+            if table == "table6":  # rows keyed by L, H, A
+                label, cells = f"L{cells[0]}/H{cells[1]}/A{cells[2]}", [None] + cells[3:]
+            if table == "table8":  # rows keyed by MASK, SAME, RND
+                label = "/".join(c.rstrip("%") for c in cells[:3])
+                cells = [None] + cells[3:]
+            values = [v for cell, width in zip(cells[1:], widths[1:])
+                      for v in _values(cell, width)]
+            assert len(values) == len(columns), (table, label)
+            for column, value in zip(columns, values):
+                number = paper.lookup(table, label, column)
+                assert (number.value if number else None) == value, (table, label, column)
+                checked += 1
+    small = next(rows for h, rows in sections.items() if h.startswith("Reference points"))
+    for cells in small[1:]:
+        size = cells[0].split()[0].lower()
+        values = [v for cell in cells[1:] for v in _values(cell)]
+        columns = [c.name for c in paper.SMALL_BERT_COLUMNS]
+        assert [paper.lookup("ref:small-berts", size, c).value for c in columns] == values
+        checked += len(values)
+    assert checked > 200
+
+
+# --------------------------------------------------------------------- end to end
+def _cli_exists(module):
+    return subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                          timeout=300).returncode == 0
+
+
+@pytest.mark.slow
+def test_smoke_scale_end_to_end(data_dir, tmp_path):
+    """The real CLIs on Tiny for a few steps: data -> pretraining -> fine-tuning ->
+    tables, then a second pass that reruns nothing."""
+    if not all(_cli_exists(m) for m in harness.MODULES):
+        pytest.skip("the pretraining / fine-tuning CLIs are not all present")
+    out, work = str(tmp_path / "results"), str(tmp_path / "work")
+    flags = harness.cli_flags()
+    plan = build_plan("smoke", "cpu", data_dir, work, tables=["table6"], flags=flags)
+    final = harness.run_plan(plan, out, data_dir, echo=False)
+    assert set(final.values()) == {"finished"}, final
+    tables.build_tables(out)
+    table6 = pd.read_csv(os.path.join(out, "tables", "table6.csv"))
+    ppl = table6[table6["column"] == "LM ppl"].iloc[0]
+    assert ppl["status"] == "ok" and 1 < ppl["ours"] < 1e6  # vocab 30522: ppl below ~3e4
+    mrpc = table6[table6["column"] == "MRPC"].iloc[0]
+    assert mrpc["status"] == "ok" and 0 <= mrpc["ours"] <= 100 and mrpc["seeds"] == 2
+    before = {k: harness.load_record(out, k)["ended"] for k in plan.runs}
+    assert set(harness.run_plan(plan, out, data_dir, echo=False).values()) == {"finished"}
+    assert before == {k: harness.load_record(out, k)["ended"] for k in plan.runs}
