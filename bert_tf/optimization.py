@@ -1,0 +1,111 @@
+r"""BERT's optimizer: AdamW (or LAMB) with linear warmup, then linear decay to zero.
+
+Shared by pretraining and fine-tuning. As in google-research/bert `optimization.py`:
+
+  - the learning rate decays linearly from its peak at step 0 to 0 at `num_train_steps`
+    (`polynomial_decay`, power 1), and for the first `num_warmup_steps` it is replaced by
+    `peak * step / num_warmup_steps`. So at the end of warmup it is
+    `peak * (1 - num_warmup_steps / num_train_steps)`, not the peak itself:
+
+        lr
+        |      /\
+        |     /   `\.
+        |    /       `\.
+        |   /           `\.
+        |  /               `\.
+        | /                   `\.
+        +--------------------------- step
+        0  warmup              num_train_steps
+
+  - weight decay 0.01 is decoupled from the gradient (added to the Adam update, times the
+    learning rate) and not applied to LayerNorm parameters or biases.
+  - epsilon 1e-6, beta_2 0.999; gradients clipped to global norm 1.0 in the original.
+
+Differences from the original, both Keras's: Adam's moments are bias-corrected (the
+original's AdamWeightDecayOptimizer skips it; with warmup the effect is small), and
+LAMB's weight decay is applied outside the trust ratio.
+"""
+
+from typing import Optional
+
+import keras
+from keras import ops
+
+# Variables whose name (the last path component) contains one of these get no weight
+# decay: Keras names LayerNormalization's parameters gamma/beta (the original matched
+# "LayerNorm"), and every bias ("bias", "output_bias"), as in the original.
+NO_DECAY_NAMES = ("gamma", "beta", "bias")
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0, then linear decay to `end_learning_rate` (the original's
+    schedule; see the module docstring for the shape).
+
+    Args:
+        learning_rate: peak learning rate.
+        num_train_steps: step at which the decay reaches `end_learning_rate`.
+        num_warmup_steps: steps of linear warmup (0: none).
+        end_learning_rate: value at and after `num_train_steps`.
+    """
+
+    def __init__(self, learning_rate, num_train_steps, num_warmup_steps,
+                 end_learning_rate=0.0):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(f"num_warmup_steps must lie in [0, num_train_steps="
+                             f"{num_train_steps}], got {num_warmup_steps}")
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.end_learning_rate = end_learning_rate
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        done = ops.minimum(step, self.num_train_steps) / self.num_train_steps
+        decayed = (self.learning_rate - self.end_learning_rate) * (1.0 - done) + \
+            self.end_learning_rate
+        if not self.num_warmup_steps:
+            return decayed
+        warmup = self.learning_rate * step / self.num_warmup_steps
+        return ops.where(step < self.num_warmup_steps, warmup, decayed)
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps,
+                "end_learning_rate": self.end_learning_rate}
+
+
+def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+                     weight_decay: float = 0.01, beta_1: float = 0.9, beta_2: float = 0.999,
+                     epsilon: float = 1e-6, clipnorm: Optional[float] = None,
+                     optimizer: str = "adamw") -> keras.optimizers.Optimizer:
+    """BERT's optimizer with its warmup / linear-decay schedule.
+
+    Args:
+        learning_rate: peak learning rate.
+        num_train_steps: total optimizer steps (the schedule reaches 0 there).
+        num_warmup_steps: linear warmup steps (BERT: 10% of `num_train_steps` when
+            fine-tuning, 10,000 when pretraining).
+        weight_decay: decoupled weight decay rate, not applied to LayerNorm parameters
+            or biases (`NO_DECAY_NAMES`).
+        beta_1, beta_2, epsilon: Adam's constants (BERT's values are the defaults).
+        clipnorm: clip the gradients to this *global* norm (all variables together, the
+            original's `clip_by_global_norm(grads, 1.0)`); None: no clipping.
+        optimizer: "adamw" (the paper) or "lamb" (You et al. 2019, large batches).
+
+    Returns:
+        A Keras 3 optimizer; build it on the model's variables as usual.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer {optimizer!r} not in {OPTIMIZERS}")
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    cls = keras.optimizers.AdamW if optimizer == "adamw" else keras.optimizers.Lamb
+    result = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1,
+                 beta_2=beta_2, epsilon=epsilon, global_clipnorm=clipnorm)
+    result.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
+    return result
+

@@ -1,0 +1,380 @@
+"""Fine-tuning: encoder + one head per task kind, BERT's optimizer, Keras fit and predict,
+decoding model outputs into predictions and metrics, and the learning-rate x seed grid.
+
+    features (glue_suite.features) -> tf.data -> keras.Model.fit -> predict -> evaluate
+
+Every task model is a functional `keras.Model` over the int32 inputs `input_ids`,
+`input_mask`, `segment_ids` ([B, T]; SWAG [B, 4, T]):
+
+    classification   pooled [CLS] -> dropout -> Dense(labels)       logits [B, L]
+    regression       pooled [CLS] -> dropout -> Dense(1)            score  [B]
+    multiple_choice  pooled [CLS] of each of the 4 sequences -> 1   logits [B, 4]
+    span             every token -> Dense(2)                        start, end logits [B, T]
+    token            every token -> dropout -> Dense(tags)          logits [B, T, L]
+"""
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from bert_tf import heads
+from bert_tf.checkpoints import Checkpoint, assign_weights
+from bert_tf.encoder import BertEncoder
+from bert_tf.optimization import create_optimizer
+from bert_tf.tokenization import BertTokenizer
+from glue_suite import metrics as glue_metrics
+from glue_suite import readers, squad_postprocess
+from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TOKEN,
+                              TaskSpec)
+
+logger = logging.getLogger(__name__)
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+NUM_CHOICES = 4
+STRATEGIES = ("cpu", "gpu", "mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+    """Hyperparameters of one fine-tuning run.
+
+    Args:
+        learning_rate: peak learning rate.
+        epochs: passes over the training features.
+        batch_size: global batch (SWAG: questions, each 4 sequences).
+        seed: seeds head initialisation, dropout and shuffling.
+        warmup_proportion: share of the steps with linear warmup (BERT: 0.1).
+        weight_decay: AdamW decay, not on LayerNorm or biases (BERT: 0.01).
+        clipnorm: global gradient norm clip (BERT: 1.0); None: no clipping.
+        dropout: dropout in the encoder and before the head (BERT: 0.1).
+        optimizer: "adamw" or "lamb".
+        eval_batch_size: batch size of prediction.
+        verbose: Keras progress bar (1), one line per epoch (2), silent (0).
+        run_eagerly: no tf.function graphs (debugging; tiny models start faster).
+    """
+    learning_rate: float
+    epochs: int
+    batch_size: int
+    seed: int = 0
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    clipnorm: Optional[float] = 1.0
+    dropout: float = 0.1
+    optimizer: str = "adamw"
+    eval_batch_size: int = 64
+    verbose: int = 1
+    run_eagerly: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------
+
+def build_encoder(checkpoint: Checkpoint, dropout: float = 0.1,
+                  dtype: Optional[str] = None) -> BertEncoder:
+    """The checkpoint's encoder with BERT's fine-tuning dropout, in `dtype` (a Keras
+    dtype policy name; None = the global policy)."""
+    config = checkpoint.config.replace(hidden_dropout_prob=dropout,
+                                       attention_probs_dropout_prob=dropout)
+    encoder = BertEncoder(config, dtype=dtype, name="encoder")
+    encoder.build()
+    assign_weights({"encoder": encoder}, checkpoint.weights)
+    return encoder
+
+
+def _inputs(shape) -> dict:
+    return {name: keras.Input(shape, dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
+                dropout: float = 0.1, dtype: Optional[str] = None) -> keras.Model:
+    """encoder + the head of `spec.kind` (table in the module docstring)."""
+    init = encoder.config.initializer_range
+    if spec.kind == MULTIPLE_CHOICE:
+        inputs = _inputs((NUM_CHOICES, max_seq_length))
+        # [B, C, T] -> [B * C, T]: every (context, ending) is its own sequence.
+        flat = {k: ops.reshape(v, (-1, max_seq_length)) for k, v in inputs.items()}
+        head = heads.MultipleChoiceHead(NUM_CHOICES, dropout, init, dtype=dtype, name="head")
+        outputs = head(encoder(flat)["pooled_output"])                   # [B, C]
+        return keras.Model(inputs, outputs, name=spec.name)
+    if spec.kind in (SPAN, TOKEN):
+        encoder.pooler.trainable = False  # unused: token heads read sequence_output
+    inputs = _inputs((max_seq_length,))
+    encoded = encoder(inputs)
+    if spec.kind == CLASSIFICATION:
+        head = heads.ClassificationHead(spec.num_labels, dropout, init, dtype=dtype, name="head")
+        outputs = head(encoded["pooled_output"])                         # [B, L]
+    elif spec.kind == REGRESSION:
+        head = heads.RegressionHead(dropout, init, dtype=dtype, name="head")
+        outputs = head(encoded["pooled_output"])                         # [B]
+    elif spec.kind == SPAN:
+        head = heads.SpanHead(init, dtype=dtype, name="head")
+        start, end = head(encoded["sequence_output"])                    # [B, T] each
+        outputs = {"start_logits": start, "end_logits": end}
+    elif spec.kind == TOKEN:
+        head = heads.TokenClassificationHead(spec.num_labels, dropout, init, dtype=dtype,
+                                             name="head")
+        outputs = head(encoded["sequence_output"])                       # [B, T, L]
+    else:
+        raise ValueError(f"task {spec.name}: no model for kind {spec.kind!r}")
+    return keras.Model(inputs, outputs, name=spec.name)
+
+
+def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = False) -> None:
+    """BERT's losses: softmax cross-entropy (SQuAD: mean of the start and end losses;
+    NER: over first word pieces only, via label weights), squared error for STS-B."""
+    xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if kind == SPAN:
+        model.compile(optimizer, loss={"start_logits": xent, "end_logits": xent},
+                      loss_weights={"start_logits": 0.5, "end_logits": 0.5},
+                      run_eagerly=run_eagerly)
+    elif kind == REGRESSION:
+        model.compile(optimizer, loss=keras.losses.MeanSquaredError(), run_eagerly=run_eagerly)
+    else:
+        model.compile(optimizer, loss=xent, run_eagerly=run_eagerly)
+
+
+# ---------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------
+
+def model_inputs(features: dict) -> dict:
+    return {name: features[name] for name in INPUT_NAMES}
+
+
+def training_tuple(features: dict, kind: str) -> tuple:
+    """(inputs, targets) or (inputs, targets, sample weights) for `Model.fit`."""
+    if kind == SPAN:
+        return model_inputs(features), {"start_logits": features["start_positions"],
+                                        "end_logits": features["end_positions"]}
+    if kind == TOKEN:
+        return model_inputs(features), features["labels"], features["label_weights"]
+    return model_inputs(features), features["labels"]
+
+
+def train_dataset(features: dict, kind: str, batch_size: int, seed: int,
+                  drop_remainder: bool = False) -> tf.data.Dataset:
+    """Shuffled (again every epoch) batches of the training features."""
+    num = len(features["input_ids"])
+    return (tf.data.Dataset.from_tensor_slices(training_tuple(features, kind))
+            .shuffle(num, seed=seed, reshuffle_each_iteration=True)
+            .batch(batch_size, drop_remainder=drop_remainder)
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def predict_dataset(features: dict, batch_size: int) -> tf.data.Dataset:
+    return (tf.data.Dataset.from_tensor_slices(model_inputs(features))
+            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+
+
+# ---------------------------------------------------------------------------------------
+# Training and prediction
+# ---------------------------------------------------------------------------------------
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """`--strategy`: cpu = TensorFlow's default strategy, gpu = one GPU, mirrored = all
+    local GPUs, tpu = the TPU this process is attached to."""
+    if name == "cpu":
+        return tf.distribute.get_strategy()
+    if name == "gpu":
+        if not tf.config.list_logical_devices("GPU"):
+            raise ValueError("--strategy gpu: TensorFlow sees no GPU on this machine")
+        return tf.distribute.OneDeviceStrategy("/gpu:0")
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"strategy {name!r} not in {STRATEGIES}")
+
+
+def train_steps(num_features: int, settings: TrainSettings) -> tuple[int, int]:
+    """(total optimizer steps, warmup steps) of a run."""
+    total = math.ceil(num_features / settings.batch_size) * settings.epochs
+    return total, int(total * settings.warmup_proportion)
+
+
+def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
+              settings: TrainSettings, max_seq_length: int,
+              strategy: Optional[tf.distribute.Strategy] = None,
+              dtype: Optional[str] = None) -> tuple[keras.Model, dict]:
+    """Builds the task model from `checkpoint` and trains it with `Model.fit`.
+
+    Returns:
+        (model, history): history has the loss per epoch, steps and seconds.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    keras.utils.set_random_seed(settings.seed)
+    num_features = len(train_features["input_ids"])
+    if num_features == 0:
+        raise ValueError(f"task {spec.name}: no training features")
+    num_train_steps, num_warmup_steps = train_steps(num_features, settings)
+    with strategy.scope():
+        encoder = build_encoder(checkpoint, settings.dropout, dtype)
+        model = build_model(spec, encoder, max_seq_length, settings.dropout, dtype)
+        optimizer = create_optimizer(settings.learning_rate, num_train_steps,
+                                     num_warmup_steps, weight_decay=settings.weight_decay,
+                                     clipnorm=settings.clipnorm,
+                                     optimizer=settings.optimizer)
+        compile_model(model, spec.kind, optimizer, settings.run_eagerly)
+    # TPUs need static batch shapes.
+    dataset = train_dataset(train_features, spec.kind, settings.batch_size, settings.seed,
+                            drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
+    logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
+                "lr %g, seed %d", spec.name, num_features, settings.batch_size,
+                settings.epochs, num_train_steps, num_warmup_steps, settings.learning_rate,
+                settings.seed)
+    began = time.perf_counter()
+    # shuffle=False: the dataset shuffles itself (seeded, again every epoch).
+    history = model.fit(dataset, epochs=settings.epochs, verbose=settings.verbose,
+                        shuffle=False)
+    seconds = time.perf_counter() - began
+    return model, {"loss": [float(x) for x in history.history["loss"]],
+                   "steps": num_train_steps, "warmup_steps": num_warmup_steps,
+                   "seconds": round(seconds, 1),
+                   "features_per_second": round(num_features * settings.epochs / seconds, 2)}
+
+
+def predict(model: keras.Model, features: dict, batch_size: int, verbose: int = 1):
+    """Model outputs for every feature: logits / scores as numpy ([F, ...]; SQuAD a
+    dict of start and end logits [F, T])."""
+    if len(features["input_ids"]) == 0:
+        raise ValueError("nothing to predict: no features")
+    outputs = model.predict(predict_dataset(features, batch_size), verbose=verbose)
+    return keras.tree.map_structure(lambda x: np.asarray(x, np.float32), outputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs -> predictions -> metrics
+# ---------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class SquadOptions:
+    """Post-processing of SQuAD logits (the original's defaults)."""
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """Predictions of one split and, if labelled, its metrics.
+
+    Args:
+        predictions: class ids [N] (classification, SWAG), scores [N] (STS-B), tag lists
+            per sentence (NER) or `SquadPredictions`.
+        metrics: the task's metrics in percent (empty for unlabelled splits).
+        degenerate: every prediction is the same (see `metrics.is_degenerate`).
+    """
+    predictions: object
+    metrics: dict
+    degenerate: bool
+
+
+def ner_tags(spec: TaskSpec, sentences: Sequence[readers.NerSentence], features: dict,
+             logits: np.ndarray) -> list[list[str]]:
+    """Token logits [F, T, L] -> one tag per word of every sentence (from the word's
+    first piece; a word without pieces is tagged O)."""
+    ids = np.argmax(logits, axis=-1)  # [F, T]
+    tags = [["O"] * len(s.words) for s in sentences]
+    rows, positions = np.nonzero(features["word_index"] >= 0)
+    for f, t in zip(rows, positions):
+        sentence = features["sentence_index"][f]
+        tags[sentence][features["word_index"][f, t]] = spec.labels[ids[f, t]]
+    return tags
+
+
+def evaluate(spec: TaskSpec, examples: Sequence, features: dict, outputs, labelled: bool,
+             tokenizer: Optional[BertTokenizer] = None,
+             squad: Optional[SquadOptions] = None) -> Evaluation:
+    """Decodes model outputs into predictions and scores them (if `labelled`).
+
+    Args:
+        spec: the task being evaluated (for SQuAD v2.0 with a v1.1-trained model,
+            the v2.0 spec).
+        examples, features: the split, as featurized.
+        outputs: `predict(...)` of the features.
+        labelled: the examples have gold labels.
+        tokenizer: SQuAD: vocabulary and lower-casing for the text recovery.
+        squad: SQuAD post-processing options.
+    """
+    if spec.kind == SPAN:
+        squad = squad or SquadOptions()
+        version_2 = spec.name == "squad2.0"
+        result = squad_postprocess.postprocess(
+            examples, features, outputs["start_logits"], outputs["end_logits"],
+            tokenizer.vocab, tokenizer.lower_case, version_2=version_2,
+            n_best_size=squad.n_best_size, max_answer_length=squad.max_answer_length,
+            null_score_diff_threshold=squad.null_score_diff_threshold)
+        scores = squad_postprocess.score(
+            examples, result, version_2=version_2,
+            null_score_diff_threshold=squad.null_score_diff_threshold) if labelled else {}
+        degenerate = len(set(result.predictions.values())) <= 1
+        return Evaluation(result, scores, degenerate)
+    if spec.kind == TOKEN:
+        tags = ner_tags(spec, examples, features, outputs)
+        scores = glue_metrics.compute_metrics(
+            spec.name, tags, [list(s.tags) for s in examples]) if labelled else {}
+        return Evaluation(tags, scores, glue_metrics.is_degenerate(
+            [t for sentence in tags for t in sentence]))
+    predictions = outputs if spec.kind == REGRESSION else np.argmax(outputs, axis=-1)
+    scores = glue_metrics.compute_metrics(
+        spec.name, predictions, readers.example_labels(spec.name, examples)) if labelled else {}
+    return Evaluation(predictions, scores, glue_metrics.is_degenerate(predictions))
+
+
+# ---------------------------------------------------------------------------------------
+# Grid of learning rates x seeds
+# ---------------------------------------------------------------------------------------
+
+def _value(metrics: dict, name: str) -> float:
+    """The metric as a float for ranking; NaN and missing rank last."""
+    value = metrics.get(name)
+    return -math.inf if value is None or not math.isfinite(value) else float(value)
+
+
+def summarize_grid(runs: Sequence[dict], main_metric: str) -> dict:
+    """Best run on dev and mean +- std over seeds for each learning rate.
+
+    Args:
+        runs: [{"learning_rate", "seed", "metrics": {...}, "degenerate": bool}, ...].
+        main_metric: the metric that ranks runs (`TaskSpec.main_metric`).
+
+    Returns:
+        {"main_metric", "best": index into runs, "best_learning_rate", "best_seed",
+         "best_value", "by_learning_rate": [{"learning_rate", "runs", "degenerate_runs",
+         "mean": {metric: value}, "std": {metric: sample std, 0 for one run}}],
+         "degenerate_runs": [indices]}. NaN metrics (e.g. Pearson of a constant) rank last
+         and are left out of means.
+    """
+    if not runs:
+        raise ValueError("no runs to summarize")
+    best = max(range(len(runs)), key=lambda i: (_value(runs[i]["metrics"], main_metric), -i))
+    by_lr = []
+    for lr in dict.fromkeys(r["learning_rate"] for r in runs):  # first-seen order
+        group = [r for r in runs if r["learning_rate"] == lr]
+        mean, std = {}, {}
+        for name in group[0]["metrics"]:
+            values = np.array([r["metrics"].get(name) for r in group], np.float64)
+            values = values[np.isfinite(values)]
+            mean[name] = float(values.mean()) if len(values) else float("nan")
+            std[name] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        by_lr.append({"learning_rate": lr, "runs": len(group),
+                      "degenerate_runs": sum(bool(r["degenerate"]) for r in group),
+                      "mean": mean, "std": std})
+    return {"main_metric": main_metric, "best": best,
+            "best_learning_rate": runs[best]["learning_rate"],
+            "best_seed": runs[best]["seed"],
+            "best_value": runs[best]["metrics"].get(main_metric),
+            "by_learning_rate": by_lr,
+            "degenerate_runs": [i for i, r in enumerate(runs) if r["degenerate"]]}

@@ -1,0 +1,96 @@
+"""BERT's optimizer: schedule values, which variables decay, clipping, LAMB."""
+
+import keras
+import numpy as np
+import pytest
+
+from bert_tf import heads
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.optimization import WarmupLinearDecay, create_optimizer
+
+TINY = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=16, max_position_embeddings=16)
+
+
+def test_schedule_values_at_given_steps():
+    schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    expected = {0: 0.0, 5: 5e-5, 9: 9e-5,
+                # After warmup the original's decay line, which started at step 0:
+                10: 1e-4 * 0.9, 55: 1e-4 * 0.45, 99: 1e-6, 100: 0.0, 150: 0.0}
+    for step, value in expected.items():
+        assert float(schedule(step)) == pytest.approx(value, rel=1e-5, abs=1e-12), step
+    no_warmup = WarmupLinearDecay(2e-5, num_train_steps=10, num_warmup_steps=0)
+    assert [float(no_warmup(s)) for s in (0, 5, 10)] == pytest.approx([2e-5, 1e-5, 0.0])
+
+
+def test_schedule_matches_tf_models_official():
+    """The reference: tf-models-official's WarmUp over PolynomialDecay (its BERT code)."""
+    import tf_keras
+    from official.nlp.optimization import WarmUp
+    total, warmup, peak = 234, 23, 2e-5
+    reference = WarmUp(peak, tf_keras.optimizers.schedules.PolynomialDecay(peak, total, 0.0),
+                       warmup)
+    ours = WarmupLinearDecay(peak, total, warmup)
+    steps = np.arange(0, total + 20)
+    np.testing.assert_allclose([float(ours(s)) for s in steps],
+                               [float(reference(s)) for s in steps], rtol=1e-5, atol=1e-12)
+
+
+def test_schedule_serializes_and_rejects_bad_steps():
+    schedule = WarmupLinearDecay(3e-5, 50, 5)
+    again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    assert [float(again(s)) for s in (0, 3, 20)] == [float(schedule(s)) for s in (0, 3, 20)]
+    with pytest.raises(ValueError, match="num_warmup_steps"):
+        WarmupLinearDecay(1e-4, 10, 11)
+    with pytest.raises(ValueError, match="num_train_steps"):
+        WarmupLinearDecay(1e-4, 0, 0)
+
+
+def _tiny_model():
+    encoder = BertEncoder(TINY)
+    encoder.build()
+    head = heads.ClassificationHead(3, name="head")
+    head.build((None, TINY.hidden_size))
+    return encoder.trainable_variables + head.trainable_variables
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_weight_decay_skips_layer_norm_and_biases(name):
+    """With zero gradients Adam's step is 0, so a variable moves only by weight decay:
+    var -= lr * weight_decay * var. Only kernels and embedding tables may move."""
+    variables = _tiny_model()
+    before = [v.numpy().copy() for v in variables]
+    lr, decay = 0.1, 0.01
+    optimizer = create_optimizer(lr, num_train_steps=10, num_warmup_steps=0,
+                                 weight_decay=decay, optimizer=name)
+    optimizer.apply_gradients([(np.zeros(v.shape, "float32"), v) for v in variables])
+    decayed, kept = set(), set()
+    for v, old in zip(variables, before):
+        if np.allclose(v.numpy(), old, rtol=0, atol=0):
+            kept.add(v.path)
+        else:
+            np.testing.assert_allclose(v.numpy(), old * (1 - lr * decay), rtol=1e-6)
+            decayed.add(v.path)
+    assert all(p.rsplit("/", 1)[1] in ("kernel", "embeddings", "position_embedding")
+               for p in decayed)
+    assert all(p.rsplit("/", 1)[1] in ("gamma", "beta", "bias") for p in kept)
+    # Every kind of variable of the model is on its side: LayerNorm of embeddings and
+    # blocks, every dense bias (attention, FFN, pooler, head) kept; all kernels decayed.
+    assert {p for p in kept if "layer_norm" in p} == {
+        v.path for v in variables if v.path.endswith(("gamma", "beta"))}
+    assert len(decayed) + len(kept) == len(variables) and len(decayed) == 11
+
+
+def test_optimizer_settings():
+    optimizer = create_optimizer(5e-5, 1000, 100, clipnorm=1.0)
+    assert isinstance(optimizer, keras.optimizers.AdamW)
+    assert optimizer.global_clipnorm == 1.0 and optimizer.clipnorm is None
+    assert optimizer.weight_decay == 0.01 and optimizer.epsilon == 1e-6
+    assert (optimizer.beta_1, optimizer.beta_2) == (0.9, 0.999)
+    assert float(optimizer.learning_rate) == 0.0  # step 0 of the warmup
+    lamb = create_optimizer(1e-3, 100, 10, optimizer="lamb")
+    assert isinstance(lamb, keras.optimizers.Lamb) and lamb.global_clipnorm is None
+    with pytest.raises(ValueError, match="optimizer"):
+        create_optimizer(1e-3, 10, 1, optimizer="sgd")
+

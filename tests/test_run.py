@@ -1,0 +1,321 @@
+"""The whole CLI end to end, one tiny run per task kind, on synthetic data in the standard
+layout and a tiny saved checkpoint (2 layers, H=16): seconds per task."""
+
+import csv
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from glue_suite import evaluate, readers, run
+from glue_suite.tasks import TASKS
+
+WORDS = ("the a dog cat man woman runs walks sees likes park house red blue big small "
+         "yes no is was he she it paris london john mary france england in on to of").split()
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def write_vocab(path) -> str:
+    # "##s" lets "dogs" split into two pieces (first-piece NER labels, SQuAD spans).
+    tokens = SPECIALS + WORDS + ["##s", ".", ",", "?", "'", "-", "(", ")"]
+    pathlib.Path(path).write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def make_checkpoint(directory) -> str:
+    """A tiny random BERT saved in our format, with its vocabulary."""
+    from bert_tf.checkpoints import save_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = write_vocab(directory / "vocab.txt")
+    config = BertConfig(vocab_size=len(open(vocab).read().split("\n")) - 1, hidden_size=16,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=64)
+    encoder = BertEncoder(config)
+    encoder.build()
+    save_checkpoint(str(directory), {"encoder": encoder}, vocab, lower_case=True)
+    return str(directory)
+
+
+def _sentence(rng, n=None):
+    return " ".join(rng.choice(WORDS, n or rng.integers(3, 9)))
+
+
+def _write(root, relpath, text):
+    path = pathlib.Path(root) / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _tsv(root, relpath, header, rows):
+    _write(root, relpath, "\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n")
+
+
+def _squad(rng, n_paragraphs, version_2):
+    """Paragraphs of 32 whitespace words; answers are single words, one of them "paris"
+    inside the word "(paris)." (the original's answer-span alignment case)."""
+    paragraphs, count = [], 0
+    for _ in range(n_paragraphs):
+        words = list(rng.choice(WORDS, 30)) + ["dogs", "(paris)."]
+        context = " ".join(words)
+        qas = []
+        for q in range(3):
+            count += 1
+            qa = {"id": f"q{count}", "question": _sentence(rng) + " ?"}
+            if version_2 and q == 2:
+                qas.append({**qa, "answers": [], "is_impossible": True})
+                continue
+            if q == 1:
+                answer = {"text": "paris", "answer_start": context.index("(paris).") + 1}
+            else:
+                w = int(rng.integers(0, 30))
+                answer = {"text": words[w], "answer_start": len(" ".join(words[:w] + [""]))}
+            qas.append({**qa, "answers": [answer], **({"is_impossible": False}
+                                                       if version_2 else {})})
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "2.0" if version_2 else "1.1",
+            "data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+def make_data(root, seed=0) -> str:
+    """Tiny files in the standard layout for one task of each kind (and MNLI)."""
+    rng = np.random.default_rng(seed)
+    root = pathlib.Path(root)
+    for split, n in (("train", 24), ("dev", 10), ("test", 6)):
+        rows = [(i, _sentence(rng), _sentence(rng),
+                 rng.choice(["entailment", "not_entailment"])) for i in range(n)]
+        header = ["index", "sentence1", "sentence2", "label"]
+        if split == "test":
+            rows, header = [r[:3] for r in rows], header[:3]
+        _tsv(root, f"glue_data/RTE/{split}.tsv", header, rows)
+
+        rows = [(i, "main-captions", "MSRvid", "2012test", i, "none", "none", _sentence(rng),
+                 _sentence(rng), round(float(rng.uniform(0, 5)), 3)) for i in range(n)]
+        header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+                  "sentence1", "sentence2", "score"]
+        if split == "test":
+            rows, header = [r[:9] for r in rows], header[:9]
+        _tsv(root, f"glue_data/STS-B/{split}.tsv", header, rows)
+
+    labels = ["entailment", "neutral", "contradiction"]
+    for split, n in (("train", 24), ("dev_matched", 8), ("dev_mismatched", 7)):
+        _tsv(root, f"glue_data/MNLI/{split}.tsv", ["index", "sentence1", "sentence2", "gold_label"],
+             [(i, _sentence(rng), _sentence(rng), rng.choice(labels)) for i in range(n)])
+    _tsv(root, "glue_data/diagnostic/diagnostic.tsv", ["index", "sentence1", "sentence2"],
+         [(i, _sentence(rng), _sentence(rng)) for i in range(5)])
+
+    for version, name in (("v1.1", "1.1"), ("v2.0", "2.0")):
+        for split, n in (("train", 4), ("dev", 2)):
+            _write(root, f"squad/{version}/{split}-v{name}.json",
+                   json.dumps(_squad(rng, n, version == "v2.0")))
+
+    header = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+              "ending0", "ending1", "ending2", "ending3", "label"]
+    for split, n in (("train", 12), ("val", 6)):
+        path = root / "swag" / f"{split}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            for i in range(n):
+                writer.writerow([i, "v", i, "s", _sentence(rng), _sentence(rng, 2), "gold",
+                                 *(_sentence(rng) for _ in range(4)), int(rng.integers(0, 4))])
+
+    tags = ["I-PER", "I-LOC", "I-ORG", "O", "O", "O"]
+    for split, n_docs in (("train", 3), ("testa", 2), ("testb", 2)):
+        lines = []
+        for _ in range(n_docs):
+            lines += ["-DOCSTART- -X- -X- O", ""]
+            for _ in range(3):
+                for word in rng.choice(WORDS + ["dogs"], int(rng.integers(3, 10))):
+                    lines.append(f"{word} NN I-NP {rng.choice(tags)}")
+                lines.append("")
+        _write(root, f"conll2003/eng.{split}", "\n".join(lines) + "\n")
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("world")
+    return make_checkpoint(root / "ckpt"), make_data(root / "data")
+
+
+def _main(world, tmp_path, task, *extra):
+    checkpoint, data = world
+    out = tmp_path / task
+    argv = ["--task", task, "--init_checkpoint", checkpoint, "--data_dir", data,
+            "--output_dir", str(out), "--max_seq_length", "48", "--epochs", "1",
+            "--batch_size", "4", "--learning_rates", "1e-3", "--verbose", "0",
+            # Tracing tf.function graphs costs more than running a tiny model eagerly;
+            # the graph path is tested in test_finetune.
+            "--run_eagerly", *extra]
+    assert run.main(argv) == 0
+    with open(out / "metrics.json", encoding="utf-8") as f:
+        return out, json.load(f)
+
+
+def _check_common(result, task, num_train):
+    assert result["task"] == task
+    assert set(TASKS[task].metrics) <= set(result["metrics"])
+    assert result["train_examples"] == num_train
+    assert result["config"]["task"] == task and result["checkpoint"]["format"] == "ours"
+    assert result["hardware"]["tensorflow"] and result["hardware"]["cpu_cores"] >= 1
+    assert result["wall_seconds"] > 0 and result["command"].startswith("python -m glue_suite.run")
+    assert result["featurization"]["train"]["examples_per_second"] > 0
+    assert result["bad_rows"]["train"] == 0
+
+
+def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_path):
+    out, result = _main(world, tmp_path, "rte", "--learning_rates", "1e-3,1e-4", "--seeds", "2")
+    _check_common(result, "rte", 24)
+    grid = result["grid"]
+    assert [(r["learning_rate"], r["seed"]) for r in grid["runs"]] == [
+        (1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]
+    assert [g["runs"] for g in grid["by_learning_rate"]] == [2, 2]
+    best = grid["runs"][grid["best"]]
+    assert result["metrics"] == best["metrics"]
+    assert best["metrics"]["accuracy"] == max(r["metrics"]["accuracy"] for r in grid["runs"])
+    assert (result["learning_rate"], result["seed"]) == (best["learning_rate"], best["seed"])
+    assert isinstance(result["degenerate"], bool)
+    # Dev predictions re-score to the reported metrics with the evaluate CLI's scorer.
+    dev = os.path.join(world[1], "glue_data/RTE/dev.tsv")
+    rescored = evaluate.score_predictions_file("rte", dev, str(out / "dev_predictions.tsv"))
+    assert rescored["accuracy"] == pytest.approx(result["metrics"]["accuracy"])
+    submission = readers.read_predictions("rte", str(out / "submission" / "RTE.tsv"))
+    assert list(submission) == [str(i) for i in range(6)]
+    assert (out / "run.log").read_text().count("run 4/4") >= 1
+
+    # Second run: every split comes from the feature cache.
+    _, again = _main(world, tmp_path, "rte")
+    assert all(s["cached"] for s in again["featurization"].values())
+
+
+def test_regression_and_two_dev_sets(world, tmp_path):
+    out, result = _main(world, tmp_path, "stsb")
+    _check_common(result, "stsb", 24)
+    dev = os.path.join(world[1], "glue_data/STS-B/dev.tsv")
+    rescored = evaluate.score_predictions_file("stsb", dev, str(out / "dev_predictions.tsv"))
+    assert rescored["spearman"] == pytest.approx(result["metrics"]["spearman"])
+    assert (out / "submission" / "STS-B.tsv").exists()
+
+    out, result = _main(world, tmp_path, "mnli", "--max_train_examples", "10")
+    assert result["train_examples"] == 10 and result["max_train_examples"] == 10
+    assert {"accuracy", "dev_mismatched_accuracy"} <= set(result["metrics"])
+    assert (out / "dev_matched_predictions.tsv").exists()
+    assert (out / "dev_mismatched_predictions.tsv").exists()
+    assert (out / "submission" / "AX.tsv").exists()  # MNLI test files are absent
+
+
+@pytest.mark.parametrize("task,train_task", [("squad1.1", None), ("squad2.0", None),
+                                             ("squad2.0", "squad1.1")])
+def test_span_end_to_end(world, tmp_path, task, train_task):
+    extra = ["--train_task", train_task] if train_task else []
+    out, result = _main(world, tmp_path, task, "--max_seq_length", "32", "--doc_stride", "8",
+                        "--max_query_length", "8", *extra)
+    _check_common(result, task, 12)
+    assert result["train_task"] == (train_task or task)
+    assert f"/squad/v{(train_task or task)[5:]}/train" in result["data_files"]["train"]
+    assert result["train_features"] > result["train_examples"]  # several windows each
+    predictions = json.loads((out / "predictions.json").read_text())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert len(predictions) == len(nbest) == 6
+    data = os.path.join(world[1], "squad", "v1.1" if task == "squad1.1" else "v2.0",
+                        f"dev-v{task[5:]}.json")
+    if task == "squad1.1":
+        assert set(result["metrics"]) == {"exact_match", "f1"}
+        rescored = evaluate.score_squad(task, data, str(out / "predictions.json"))
+        assert rescored["f1"] == pytest.approx(result["metrics"]["f1"])
+    else:
+        assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(
+            result["metrics"])
+        # The official scorer on predictions.json + null_odds.json gives the same numbers.
+        rescored = evaluate.score_squad(task, data, str(out / "predictions.json"),
+                                        str(out / "null_odds.json"), na_prob_thresh=0.0)
+        for key in ("exact", "f1", "HasAns_f1", "NoAns_f1"):
+            assert rescored[key] == pytest.approx(result["metrics"][key])
+        best = evaluate.score_squad(task, data, str(out / "predictions_best_threshold.json"))
+        assert best["f1"] == pytest.approx(result["metrics"]["best_f1"])
+
+
+def test_multiple_choice_and_token_end_to_end(world, tmp_path):
+    out, result = _main(world, tmp_path, "swag", "--precision", "mixed_bfloat16")
+    _check_common(result, "swag", 12)
+    val = os.path.join(world[1], "swag/val.csv")
+    rescored = evaluate.score_predictions_file("swag", val, str(out / "dev_predictions.tsv"))
+    assert rescored["accuracy"] == pytest.approx(result["metrics"]["accuracy"])
+
+    out, result = _main(world, tmp_path, "conll2003")
+    _check_common(result, "conll2003", 9)
+    assert {"ner_f1", "ner_precision", "ner_recall", "test_ner_f1"} <= set(result["metrics"])
+    lines = (out / "dev_predictions.txt").read_text().split("\n\n")
+    assert len([s for s in lines if s.strip()]) == 6  # 2 documents x 3 sentences
+
+
+@pytest.mark.parametrize("task,missing", [("qnli", "glue_data/QNLI/train.tsv"),
+                                          ("qqp", "glue_data/QQP/train.tsv")])
+def test_missing_training_data_is_one_clear_error(world, tmp_path, capsys, task, missing):
+    checkpoint, data = world
+    code = run.main(["--task", task, "--init_checkpoint", checkpoint, "--data_dir", data,
+                     "--output_dir", str(tmp_path / task)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert missing in err and "gluebenchmark.com" in err and "Traceback" not in err
+
+
+def test_squad2_without_training_data_suggests_train_task(world, tmp_path, capsys):
+    checkpoint, _ = world
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = run.main(["--task", "squad2.0", "--init_checkpoint", checkpoint, "--data_dir",
+                     str(empty), "--output_dir", str(tmp_path / "out")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "train-v2.0.json" in err and "--train_task squad1.1" in err
+
+
+def test_flags_resolve_to_the_paper_defaults(monkeypatch):
+    monkeypatch.setenv("BERT_DATA_DIR", "/somewhere")
+    config = run.resolve_config(run.build_parser().parse_args(["--task", "rte"]))
+    assert (config.batch_size, config.epochs, config.max_seq_length) == (32, 3, 128)
+    assert config.learning_rates == (5e-5, 4e-5, 3e-5, 2e-5) and config.seeds == (0,)
+    assert config.data_dir == "/somewhere" and config.output_dir == os.path.join("runs", "rte")
+    assert config.init_checkpoint is None  # the shipped default checkpoint
+    assert (config.warmup_proportion, config.weight_decay, config.dropout) == (0.1, 0.01, 0.1)
+    squad2 = run.resolve_config(run.build_parser().parse_args(["--task", "squad2.0"]))
+    assert (squad2.batch_size, squad2.epochs, squad2.learning_rates) == (48, 2, (5e-5,))
+    assert (squad2.max_seq_length, squad2.doc_stride, squad2.max_query_length) == (384, 128, 64)
+    swag = run.resolve_config(run.build_parser().parse_args(["--task", "swag"]))
+    assert (swag.batch_size, swag.epochs, swag.learning_rates) == (16, 3, (2e-5,))
+    with pytest.raises(ValueError, match="cannot train"):
+        run.resolve_config(run.build_parser().parse_args(["--task", "rte",
+                                                          "--train_task", "mnli"]))
+
+
+def test_tfds_source_end_to_end(world, tmp_path):
+    """--source tfds under tfds.testing.mock_data (no network)."""
+    tf = pytest.importorskip("tensorflow")
+    tfds = pytest.importorskip("tensorflow_datasets")
+    rng = np.random.default_rng(1)
+    records = {split: [{"sentence1": _sentence(rng).encode(), "sentence2": _sentence(rng).encode(),
+                        "label": np.int64(-1 if split == "test" else i % 2), "idx": np.int32(i)}
+                       for i in range(n)]
+               for split, n in (("train", 12), ("validation", 6), ("test", 4))}
+
+    def as_dataset(builder, split, *args, **kwargs):
+        rows = records[str(split)]
+        signature = {k: tf.TensorSpec([], tf.as_dtype(np.asarray(v).dtype))
+                     for k, v in rows[0].items()}
+        return tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=signature)
+
+    with tfds.testing.mock_data(as_dataset_fn=as_dataset):
+        out, result = _main(world, tmp_path, "rte", "--source", "tfds")
+    assert result["data_files"] == {"train": "tfds:glue/rte[train]",
+                                    "dev": "tfds:glue/rte[validation]",
+                                    "test": "tfds:glue/rte[test]"}
+    assert result["train_examples"] == 12 and result["eval_examples"] == {"dev": 6}
+    assert readers.read_predictions("rte", str(out / "submission" / "RTE.tsv")).keys() == {
+        "0", "1", "2", "3"}
