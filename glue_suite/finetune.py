@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 NUM_CHOICES = 4
-STRATEGIES = ("cpu", "gpu", "mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 
@@ -178,25 +177,6 @@ def predict_dataset(features: dict, batch_size: int) -> tf.data.Dataset:
 # ---------------------------------------------------------------------------------------
 # Training and prediction
 # ---------------------------------------------------------------------------------------
-
-def make_strategy(name: str) -> tf.distribute.Strategy:
-    """`--strategy`: cpu = TensorFlow's default strategy, gpu = one GPU, mirrored = all
-    local GPUs, tpu = the TPU this process is attached to."""
-    if name == "cpu":
-        return tf.distribute.get_strategy()
-    if name == "gpu":
-        if not tf.config.list_logical_devices("GPU"):
-            raise ValueError("--strategy gpu: TensorFlow sees no GPU on this machine")
-        return tf.distribute.OneDeviceStrategy("/gpu:0")
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    raise ValueError(f"strategy {name!r} not in {STRATEGIES}")
-
 
 def train_steps(num_features: int, settings: TrainSettings) -> tuple[int, int]:
     """(total optimizer steps, warmup steps) of a run."""

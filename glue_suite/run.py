@@ -41,6 +41,7 @@ from typing import Optional
 
 import numpy as np
 
+from bert_tf import distribute
 from bert_tf.checkpoints import read_checkpoint
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
@@ -80,6 +81,7 @@ class RunConfig:
     dropout: float
     optimizer: str
     strategy: str
+    tpu: Optional[str]
     precision: str
     skip_bad_rows: bool
     predict_test: bool
@@ -151,8 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="global gradient norm clip (0: none)")
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
-    p.add_argument("--strategy", choices=finetune.STRATEGIES, default="cpu",
-                   help="tf.distribute strategy; cpu = TensorFlow's default strategy")
+    p.add_argument("--strategy", choices=distribute.STRATEGIES, default="cpu",
+                   help="tf.distribute strategy (see bert_tf/distribute.py)")
+    p.add_argument("--tpu", default=None,
+                   help="with --strategy tpu: TPU name, grpc://host:port or 'local'")
     p.add_argument("--precision", choices=finetune.PRECISIONS, default="float32")
     p.add_argument("--skip_bad_rows", action="store_true",
                    help="skip and count malformed rows instead of stopping")
@@ -194,7 +198,7 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         max_eval_examples=args.max_eval_examples,
         warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay,
         clipnorm=args.clipnorm or None, dropout=args.dropout, optimizer=args.optimizer,
-        strategy=args.strategy, precision=args.precision, skip_bad_rows=args.skip_bad_rows,
+        strategy=args.strategy, tpu=args.tpu, precision=args.precision, skip_bad_rows=args.skip_bad_rows,
         predict_test=not args.no_test_predictions, n_best_size=args.n_best_size,
         max_answer_length=args.max_answer_length,
         null_score_diff_threshold=args.null_score_diff_threshold, verbose=args.verbose,
@@ -400,7 +404,7 @@ def run(config: RunConfig, command: Optional[str] = None) -> dict:
             max_examples=config.max_train_examples if split is train else
             config.max_eval_examples)
 
-    strategy = finetune.make_strategy(config.strategy)
+    strategy = distribute.create_strategy(config.strategy, config.tpu)
     squad_options = finetune.SquadOptions(config.n_best_size, config.max_answer_length,
                                           config.null_score_diff_threshold)
     runs, best_model, best_evaluations = [], None, None

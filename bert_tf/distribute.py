@@ -1,0 +1,94 @@
+"""tf.distribute strategies by name, for the trainers' `--strategy` flag.
+
+  cpu          one CPU (OneDeviceStrategy)
+  gpu          one GPU (OneDeviceStrategy)
+  mirrored     all local GPUs (MirroredStrategy); without GPUs, all local logical CPUs
+               (tests split the CPU into two with `tf.config.set_logical_device_configuration`)
+  multiworker  MultiWorkerMirroredStrategy over the workers named in TF_CONFIG, e.g. on
+               worker 0 of two:
+               TF_CONFIG='{"cluster": {"worker": ["10.0.0.1:12345", "10.0.0.2:12345"]},
+                           "task": {"type": "worker", "index": 0}}'
+  tpu          TPUStrategy on the Cloud TPU named by `tpu`: a TPU name, a grpc://host:port
+               address, or "local" on a TPU VM
+"""
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+STRATEGIES = ("cpu", "gpu", "mirrored", "multiworker", "tpu")
+
+
+def create_strategy(name: str, tpu: Optional[str] = None) -> tf.distribute.Strategy:
+    """The strategy called `name` (see the module docstring).
+
+    Args:
+        name: one of STRATEGIES.
+        tpu: for "tpu" only: the TPU name, grpc:// address, or "local".
+
+    Raises:
+        ValueError: unknown name, a TPU address without "tpu" (or the reverse), a bad
+            or missing TF_CONFIG for "multiworker", no GPU for "gpu".
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+    if (name == "tpu") != bool(tpu):
+        raise ValueError("--tpu (a TPU name, grpc://host:port or 'local') is required with "
+                         "--strategy tpu and only there" if name == "tpu" else
+                         f"--tpu={tpu!r} was given but --strategy is {name!r}, not 'tpu'")
+    if name == "cpu":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    if name == "gpu":
+        if not tf.config.list_physical_devices("GPU"):
+            raise ValueError("--strategy gpu: TensorFlow sees no GPU on this machine")
+        return tf.distribute.OneDeviceStrategy("/gpu:0")
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = gpus or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    if name == "multiworker":
+        check_tf_config(os.environ.get("TF_CONFIG"))
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    if tpu != "local":  # a TPU VM's chips are local; a TPU node is reached over gRPC
+        tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def check_tf_config(tf_config: Optional[str]) -> dict:
+    """Parses TF_CONFIG for MultiWorkerMirroredStrategy, with errors that say what is wrong."""
+    example = ('{"cluster": {"worker": ["host1:port", "host2:port"]}, '
+               '"task": {"type": "worker", "index": 0}}')
+    if not tf_config:
+        raise ValueError(f"--strategy multiworker needs the TF_CONFIG environment variable, "
+                         f"e.g. TF_CONFIG='{example}' (index = this worker's position)")
+    try:
+        config = json.loads(tf_config)
+        workers = config["cluster"]["worker"]
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"TF_CONFIG is not of the form {example}: {e!r}; got {tf_config!r}")
+    if not isinstance(workers, list) or not workers:
+        raise ValueError(f"TF_CONFIG cluster.worker must be a non-empty list, got {workers!r}")
+    if task_type not in ("worker", "chief") or not 0 <= index < len(
+            config["cluster"].get(task_type, [])):
+        raise ValueError(f"TF_CONFIG task {task_type}:{index} is not in the cluster "
+                         f"{config['cluster']}")
+    return config
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the one process that writes logs, metrics and exports (worker 0 of a
+    multi-worker cluster; always True for the single-process strategies)."""
+    return strategy.extended.should_checkpoint
+
+
+def worker_id(strategy: tf.distribute.Strategy) -> int:
+    """This process's index in TF_CONFIG's worker list (0 for single-process strategies)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
+        return resolver.task_id or 0
+    return 0

@@ -1,0 +1,180 @@
+"""BertPretrainer: the encoder with the pretraining heads, and the paper's objectives.
+
+Objectives (paper Section 3.1 and the Table 5 ablations):
+  "nsp"     masked LM + next sentence prediction (BERT as published):
+            loss = mean MLM loss over the masked positions + mean NSP loss
+  "no_nsp"  masked LM only ("No NSP")
+  "ltr"     left-to-right LM with no NSP ("LTR & No NSP"): causal attention, and the
+            prediction at position t is scored against input_ids[t + 1], over every
+            position whose next token is real (not padding). The decoder is the same
+            tied MaskedLMHead. The exported config keeps causal=True, so the model
+            stays left-only when fine-tuned.
+The masking-rate ablations (Table 8) change only the data (`--mask_rates`).
+
+Losses come out as sums over the batch (`loss_sums`), not means: the trainer divides
+them by the *global* number of predictions, so a batch split over replicas or gradient
+accumulation steps gives the same gradient as the whole batch on one device.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.heads import MaskedLMHead, NextSentenceHead
+
+OBJECTIVES = ("nsp", "no_nsp", "ltr")
+
+# What `loss_sums` returns; every value is a float32 scalar summed over the batch.
+SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
+
+
+def prediction_targets(features: dict, objective: str):
+    """Where the LM head predicts and what: (positions [B, P], labels [B, P], weights [B, P]).
+
+    Masked LM: the records' masked_lm_positions / _ids / _weights (P = max_predictions).
+    LTR: every position t < T - 1 predicts input_ids[t + 1]; weight 1 where that token
+    is real (P = T - 1).
+    """
+    if objective == "ltr":
+        input_ids = features["input_ids"]  # [B, T]
+        batch, seq_length = ops.shape(input_ids)[0], ops.shape(input_ids)[1]
+        positions = ops.broadcast_to(ops.arange(seq_length - 1)[None], (batch, seq_length - 1))
+        weights = ops.cast(features["input_mask"][:, 1:], "float32")
+        return positions, input_ids[:, 1:], weights
+    return (features["masked_lm_positions"], features["masked_lm_ids"],
+            ops.cast(features["masked_lm_weights"], "float32"))
+
+
+class BertPretrainer(keras.Model):
+    """BertEncoder + MaskedLMHead (tied to the token embeddings) + NextSentenceHead.
+
+    Inputs are the pretraining records' features (int32): input_ids, input_mask,
+    segment_ids [B, T]; masked_lm_positions / masked_lm_ids [B, P], masked_lm_weights
+    (float) [B, P]; next_sentence_labels [B, 1]. "ltr" needs only the first three.
+
+    Without NSP the pooler and the NSP head get no gradient; they are frozen
+    (trainable=False) so that weight decay does not shrink them, and are exported at
+    their initial values so the checkpoint keeps the standard layout.
+
+    Args:
+        config: the encoder's BertConfig; "ltr" requires (and `for_objective` sets)
+            causal=True, the other objectives causal=False.
+        objective: one of OBJECTIVES.
+    """
+
+    def __init__(self, config: BertConfig, objective: str = "nsp", **kwargs):
+        super().__init__(**kwargs)
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
+        if config.causal != (objective == "ltr"):
+            raise ValueError(f"objective {objective!r} needs config.causal="
+                             f"{objective == 'ltr'}, got causal={config.causal}; build the "
+                             f"config with BertPretrainer.config_for(config, objective)")
+        self.config = config
+        self.objective = objective
+        policy = self.dtype_policy
+        self.encoder = BertEncoder(config, dtype=policy, name="encoder")
+        self.mlm = MaskedLMHead(config.vocab_size, config.hidden_size, config.hidden_act,
+                                config.layer_norm_eps, config.initializer_range, dtype=policy,
+                                name="mlm")
+        self.nsp = NextSentenceHead(config.initializer_range, dtype=policy, name="nsp")
+        if not self.uses_nsp:
+            self.encoder.pooler.trainable = False
+            self.nsp.trainable = False
+
+    @staticmethod
+    def config_for(config: BertConfig, objective: str) -> BertConfig:
+        """`config` with the attention direction the objective needs."""
+        return config.replace(causal=objective == "ltr")
+
+    @property
+    def uses_nsp(self) -> bool:
+        return self.objective == "nsp"
+
+    def build(self, input_shape=None):
+        self.encoder.build()
+        self.mlm.build((None, None, self.config.hidden_size))
+        self.nsp.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, features, training=None):
+        """-> {"mlm_logits" [B, P, V] float32, "nsp_logits" [B, 2] float32}."""
+        outputs = self.encoder({name: features[name] for name in
+                                ("input_ids", "input_mask", "segment_ids")}, training=training)
+        positions, _, _ = prediction_targets(features, self.objective)
+        return {"mlm_logits": self.mlm(outputs["sequence_output"], positions,
+                                       self.encoder.token_embedding_matrix),
+                "nsp_logits": self.nsp(outputs["pooled_output"], training=training)}
+
+    def loss_sums(self, features, training=None) -> dict:
+        """Forward pass -> {SUM_KEYS: float32 scalar sums over the batch}.
+
+        mlm_loss: sum of weight * cross-entropy over the LM predictions; mlm_count: sum
+        of their weights. nsp_*: over the examples (all 0 without NSP).
+        """
+        outputs = self(features, training=training)
+        _, labels, weights = prediction_targets(features, self.objective)
+        logits = outputs["mlm_logits"]  # [B, P, V]
+        labels = ops.cast(labels, "int32")
+        cross_entropy = keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True)  # [B, P]
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), labels),
+                           "float32")
+        sums = {"mlm_loss": ops.sum(cross_entropy * weights),
+                "mlm_correct": ops.sum(correct * weights),
+                "mlm_count": ops.sum(weights)}
+        zero = ops.zeros((), "float32")
+        if not self.uses_nsp:
+            return {**sums, "nsp_loss": zero, "nsp_correct": zero, "nsp_count": zero}
+        nsp_labels = ops.cast(ops.reshape(features["next_sentence_labels"], (-1,)), "int32")
+        nsp_logits = outputs["nsp_logits"]  # [B, 2]
+        nsp_cross_entropy = keras.losses.sparse_categorical_crossentropy(
+            nsp_labels, nsp_logits, from_logits=True)  # [B]
+        nsp_correct = ops.equal(ops.cast(ops.argmax(nsp_logits, -1), "int32"), nsp_labels)
+        return {**sums, "nsp_loss": ops.sum(nsp_cross_entropy),
+                "nsp_correct": ops.sum(ops.cast(nsp_correct, "float32")),
+                "nsp_count": ops.cast(ops.shape(nsp_labels)[0], "float32")}
+
+    def heads(self) -> dict:
+        """The {"encoder", "mlm", "nsp"} dict that `checkpoints.save_checkpoint` writes."""
+        return {"encoder": self.encoder, "mlm": self.mlm, "nsp": self.nsp}
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "objective": self.objective}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+def pretraining_loss(sums: dict, mlm_count, nsp_count):
+    """The objective from `loss_sums`: MLM sum / mlm_count + NSP sum / nsp_count.
+
+    Pass the counts of the whole (global) batch to get the gradient of the global mean
+    from any part of it. A part with no predictions contributes 0.
+    """
+    mlm = sums["mlm_loss"] / ops.maximum(mlm_count, 1.0)
+    return mlm + sums["nsp_loss"] / ops.maximum(nsp_count, 1.0)
+
+
+def mean_metrics(sums: dict) -> dict:
+    """Sums (of one batch or of many) -> mean losses and accuracies.
+
+    For the held-out data, `mlm_perplexity` = exp(mean MLM loss), the masked-LM
+    perplexity of the paper's Table 6.
+    """
+    mlm_count, nsp_count = max(float(sums["mlm_count"]), 1.0), float(sums["nsp_count"])
+    metrics = {"mlm_loss": float(sums["mlm_loss"]) / mlm_count,
+               "mlm_accuracy": float(sums["mlm_correct"]) / mlm_count}
+    metrics["mlm_perplexity"] = math.exp(min(metrics["mlm_loss"], 700.0))
+    if nsp_count:
+        metrics["nsp_loss"] = float(sums["nsp_loss"]) / nsp_count
+        metrics["nsp_accuracy"] = float(sums["nsp_correct"]) / nsp_count
+    metrics["loss"] = metrics["mlm_loss"] + metrics.get("nsp_loss", 0.0)
+    return metrics

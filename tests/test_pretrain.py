@@ -1,0 +1,342 @@
+"""The pretraining trainer on tiny synthetic records: learning, replica / accumulation /
+steps_per_execution equivalence, kill -9 resumption, two phases, multi-worker.
+
+Tolerances: runs that only regroup the same arithmetic (MirroredStrategy over two
+logical CPUs, MultiWorkerMirroredStrategy over two processes, gradient accumulation)
+must give the one-device losses to 1e-5 relative and weights to 1e-5 absolute, with
+dropout off (dropout masks depend on how the batch is split). Replays of the same
+arithmetic (steps_per_execution, a resumed run, with dropout on) must match to 1e-6.
+"""
+
+import csv
+import dataclasses
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+# MirroredStrategy needs two devices: split the CPU before TensorFlow initialises it.
+try:
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+except RuntimeError:  # another test module initialised TensorFlow first
+    pass
+
+from bert_tf import distribute  # noqa: E402
+from bert_tf.checkpoints import read_checkpoint  # noqa: E402
+from bert_tf.create_pretraining_data import Instance, instance_to_example  # noqa: E402
+from bert_tf.pretrain import PretrainConfig, Trainer, main, pretrain  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB_SIZE, FIRST_WORD, MASK_ID = 40, 5, 4
+T, P, T2, P2 = 32, 5, 64, 10
+
+
+def write_records(path, num, seq_length, predictions, seed):
+    """A task a tiny model learns in a few steps: sentence A repeats one word; B repeats
+    it too (next_sentence_label 0) or another word (label 1); masked words are copies.
+    Words are Zipf-distributed, so even the unigram is worth learning."""
+    rng = np.random.default_rng(seed)
+    words = np.arange(FIRST_WORD, VOCAB_SIZE)
+    zipf = 1.0 / np.arange(1, len(words) + 1)
+    zipf /= zipf.sum()
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(num):
+            n = int(rng.integers(seq_length // 2, seq_length + 1))
+            len_a = (n - 3) // 2
+            a, b = rng.choice(words, 2, replace=False, p=zipf)
+            is_random = int(rng.random() < 0.5)
+            ids = [2] + [a] * len_a + [3] + [b if is_random else a] * (n - 3 - len_a) + [3]
+            segments = [0] * (len_a + 2) + [1] * (n - len_a - 2)
+            candidates = [i for i, t in enumerate(ids) if t >= FIRST_WORD]
+            positions = sorted(rng.choice(candidates, predictions, replace=False).tolist())
+            labels = [int(ids[p]) for p in positions]
+            for p in positions:
+                ids[p] = MASK_ID
+            instance = Instance([int(t) for t in ids], segments, positions, labels, is_random)
+            writer.write(instance_to_example(instance, seq_length, predictions)
+                         .SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrain_data")
+    with open(root / "vocab.txt", "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                          [f"w{i}" for i in range(VOCAB_SIZE - FIRST_WORD)]) + "\n")
+    for i in range(2):
+        write_records(str(root / f"train-{i}.tfrecord"), 200, T, P, seed=i)
+    write_records(str(root / "eval.tfrecord"), 64, T, P, seed=10)
+    write_records(str(root / "phase2.tfrecord"), 64, T2, P2, seed=20)
+    return root
+
+
+def make_config(data, model_dir, **overrides):
+    values = dict(model_size="tiny", objective="nsp", train_files=f"{data}/train-*",
+                  vocab_file=f"{data}/vocab.txt", model_dir=str(model_dir),
+                  global_batch_size=16, num_train_steps=6, num_warmup_steps=2,
+                  max_seq_length=T, max_predictions_per_seq=P, learning_rate=2e-3,
+                  save_checkpoints_steps=100, log_every=1, seed=3, dropout=0.0)
+    values.update(overrides)
+    return PretrainConfig(**values)
+
+
+def cli_args(config):
+    """The command line of a PretrainConfig."""
+    args = ["--config", config.model_size, "--objective", config.objective]
+    for name in ("train_files", "vocab_file", "model_dir", "global_batch_size",
+                 "num_train_steps", "num_warmup_steps", "max_seq_length",
+                 "max_predictions_per_seq", "learning_rate", "save_checkpoints_steps",
+                 "keep_checkpoints", "log_every", "seed", "eval_files", "eval_steps",
+                 "eval_every", "dropout"):
+        value = getattr(config, name)
+        if value is not None:
+            args += [f"--{name}", str(value)]
+    return args
+
+
+def train_losses(model_dir):
+    with open(os.path.join(model_dir, "metrics.csv")) as f:
+        return np.array([float(r["loss"]) for r in csv.DictReader(f) if r["split"] == "train"])
+
+
+def run(config, strategy=None):
+    """Trains in this process; returns (per-log-interval losses, weights, trainer)."""
+    trainer = Trainer(config, strategy or tf.distribute.OneDeviceStrategy("/cpu:0"))
+    trainer.train(log=lambda line: None)
+    weights = {v.path.split("/", 1)[1]: v.numpy() for v in trainer.model.trainable_variables}
+    return train_losses(config.model_dir), weights, trainer
+
+
+def assert_same_weights(a, b, atol):
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=atol, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def reference(data, tmp_path_factory):
+    """6 steps on one device, dropout off, loss logged every step."""
+    return run(make_config(data, tmp_path_factory.mktemp("reference")))
+
+
+# ------------------------------------------------------------------------- learning, outputs
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory):
+    """30 steps with dropout, evaluation and checkpoints: the kill -9 test's reference."""
+    config = make_config(data, tmp_path_factory.mktemp("full_run"), num_train_steps=30,
+                         num_warmup_steps=3, learning_rate=5e-3, dropout=None, log_every=5,
+                         save_checkpoints_steps=5, keep_checkpoints=3,
+                         eval_files=f"{data}/eval.tfrecord", eval_steps=2, eval_every=10)
+    final = pretrain(config, tf.distribute.OneDeviceStrategy("/cpu:0"), command="test",
+                     log=lambda line: None)
+    return config, final
+
+
+def test_training_learns_and_writes_metrics_tensorboard_and_export(full_run):
+    config, final = full_run
+    with open(os.path.join(config.model_dir, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    train = [r for r in rows if r["split"] == "train"]
+    evals = [r for r in rows if r["split"] == "eval"]
+    assert [int(r["step"]) for r in train] == [5, 10, 15, 20, 25, 30]
+    assert [int(r["step"]) for r in evals] == [10, 20, 30]
+    losses = [float(r["loss"]) for r in train]
+    assert losses[-1] < losses[0] - 0.5, losses  # ~5.4 -> ~3 on this easy task
+    assert float(evals[-1]["mlm_perplexity"]) < float(evals[0]["mlm_perplexity"])
+    for r in train:
+        assert float(r["examples_per_second"]) > 0 and r["learning_rate"] and r["nsp_accuracy"]
+    assert float(train[-1]["learning_rate"]) == 0.0  # linear decay reaches 0 at the end
+
+    # Table 6's held-out perplexity = exp(mean masked-LM loss).
+    np.testing.assert_allclose(final["mlm_perplexity"], np.exp(final["mlm_loss"]), rtol=1e-9)
+    with open(os.path.join(config.model_dir, "eval_results.json")) as f:
+        assert json.load(f)["step"] == 30
+    with open(os.path.join(config.model_dir, "pretrain_config.json")) as f:
+        written = json.load(f)
+    assert written["command"] == "test" and written["bert_config"]["vocab_size"] == VOCAB_SIZE
+
+    scalars = set()
+    for event_file in glob.glob(os.path.join(config.model_dir, "tensorboard", "train", "*")):
+        for event in tf.compat.v1.train.summary_iterator(event_file):
+            scalars |= {value.tag for value in event.summary.value}
+    assert {"mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "learning_rate",
+            "examples_per_second"} <= scalars
+
+    # The export is our checkpoint format, heads included, loadable for fine-tuning.
+    checkpoint = read_checkpoint(os.path.join(config.model_dir, "export"), heads=True)
+    assert checkpoint.format == "ours" and checkpoint.config.vocab_size == VOCAB_SIZE
+    assert "mlm.output_bias" in checkpoint.weights and "nsp.dense.kernel" in checkpoint.weights
+    assert len(glob.glob(os.path.join(config.model_dir, "checkpoints", "ckpt-*.index"))) == 3
+
+
+def test_kill_9_resumes_to_the_same_result(full_run, tmp_path):
+    """The CLI killed at whatever moment the first mid-run checkpoint appears, then
+    restarted, ends with the weights and held-out loss of the uninterrupted run."""
+    config, final = full_run
+    model_dir = tmp_path / "killed"
+    args = [sys.executable, "-m", "bert_tf.pretrain", "--strategy", "cpu",
+            *cli_args(dataclasses.replace(config, model_dir=str(model_dir)))]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    state = model_dir / "checkpoints" / "checkpoint"
+    deadline = time.time() + 120
+    while not (state.exists() and "ckpt-10" in state.read_text()) and time.time() < deadline:
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (model_dir / "export").exists(), "the run finished before it was killed"
+
+    resumed = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming at step" in resumed.stdout
+    with open(model_dir / "eval_results.json") as f:
+        resumed_final = json.load(f)
+    for key in ("loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"):
+        np.testing.assert_allclose(resumed_final[key], final[key], rtol=1e-6, err_msg=key)
+    a = read_checkpoint(os.path.join(config.model_dir, "export"), heads=True).weights
+    b = read_checkpoint(str(model_dir / "export"), heads=True).weights
+    assert_same_weights(a, b, atol=1e-6)
+    np.testing.assert_allclose(train_losses(model_dir), train_losses(config.model_dir),
+                               rtol=1e-6)
+
+
+# ------------------------------------------------------------------------- equivalences
+def test_mirrored_two_cpus_matches_one_device(data, reference, tmp_path):
+    if len(tf.config.list_logical_devices("CPU")) < 2:  # TF was initialised too early
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 f"{__file__}::{test_mirrored_two_cpus_matches_one_device.__name__}"],
+                                cwd=REPO, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout[-3000:]
+        return
+    strategy = distribute.create_strategy("mirrored")
+    assert strategy.num_replicas_in_sync == 2
+    losses, weights, _ = run(make_config(data, tmp_path), strategy)
+    np.testing.assert_allclose(losses, reference[0], rtol=1e-5)
+    assert_same_weights(weights, reference[1], atol=1e-5)
+
+
+def test_gradient_accumulation_matches_the_full_batch(data, reference, tmp_path):
+    losses, weights, _ = run(make_config(data, tmp_path, grad_accum_steps=4))  # 4 x 4 rows
+    np.testing.assert_allclose(losses, reference[0], rtol=1e-5)
+    assert_same_weights(weights, reference[1], atol=1e-5)
+
+
+def test_steps_per_execution_matches_one_step_per_call(data, reference, tmp_path):
+    losses, weights, _ = run(make_config(data, tmp_path, steps_per_execution=3, log_every=3))
+    np.testing.assert_allclose(losses, reference[0].reshape(2, 3).mean(axis=1), rtol=1e-5)
+    assert_same_weights(weights, reference[1], atol=1e-6)
+
+
+def test_inputs_have_static_shapes_for_tpu(reference):
+    trainer = reference[2]
+    for spec in tf.nest.flatten(trainer.iterator.element_spec):
+        assert spec.shape.is_fully_defined(), spec  # drop_remainder: no ragged last batch
+
+
+# ------------------------------------------------------------------------- two phases
+def test_two_phases_resume_exactly_in_either_phase(data, tmp_path):
+    """Steps 1-2 on 32-token records, 3-4 on 64-token ones; restarting from the
+    checkpoint at the phase boundary or inside phase 2 replays the same run."""
+    def config(name, checkpoint_dir=None):
+        return make_config(data, tmp_path / name, num_train_steps=4, num_warmup_steps=1,
+                           phase2_train_files=f"{data}/phase2.tfrecord", phase2_seq_length=T2,
+                           phase2_max_predictions_per_seq=P2, phase2_fraction=0.5,
+                           save_checkpoints_steps=1, keep_checkpoints=10, dropout=None,
+                           checkpoint_dir=checkpoint_dir)
+
+    losses, weights, trainer = run(config("full"))
+    assert trainer.phase == 2
+    assert trainer.iterator.element_spec["input_ids"].shape == (16, T2)
+    for step in (2, 3):  # 2: the boundary (phase 2 not begun), 3: inside phase 2
+        directory = tmp_path / f"from_{step}"
+        directory.mkdir()
+        for path in glob.glob(str(tmp_path / "full" / "checkpoints" / f"ckpt-{step}.*")):
+            shutil.copy(path, directory)
+        (directory / "checkpoint").write_text(f'model_checkpoint_path: "ckpt-{step}"\n')
+        resumed_losses, resumed_weights, _ = run(config(f"resumed_{step}", str(directory)))
+        np.testing.assert_allclose(resumed_losses, losses[step:], rtol=1e-6)
+        assert_same_weights(resumed_weights, weights, atol=1e-6)
+
+
+# ------------------------------------------------------------------------- multi-worker
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_multiworker_two_processes_train_checkpoint_and_match(data, reference, tmp_path):
+    config = make_config(data, tmp_path / "run", save_checkpoints_steps=3)
+    args = [sys.executable, "-m", "bert_tf.pretrain", "--strategy", "multiworker",
+            *cli_args(config)]
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
+        processes.append(subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    for p, output in zip(processes, outputs):
+        assert p.returncode == 0, output[-3000:]
+    assert "on 2 replica(s)" in outputs[0] and outputs[1].count("train step") == 0  # chief logs
+    checkpoints = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
+    assert checkpoints == ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index",
+                           "ckpt-6.data-00000-of-00001", "ckpt-6.index"]  # no worker scratch
+    # Every worker reads the same global batch and keeps its replica's rows: the same
+    # losses as one device.
+    np.testing.assert_allclose(train_losses(tmp_path / "run"), reference[0], rtol=1e-5)
+    exported = read_checkpoint(str(tmp_path / "run" / "export"), heads=True).weights
+    np.testing.assert_allclose(exported["encoder.blocks.1.output_dense.kernel"],
+                               reference[1]["encoder/layer_1/output/kernel"], atol=1e-5)
+
+
+# ------------------------------------------------------------------------- other settings
+@pytest.mark.parametrize("overrides", [
+    {"objective": "ltr", "optimizer": "lamb"},
+    {"objective": "no_nsp", "dynamic_masking": True, "steps_per_execution": 2},
+    {"precision": "mixed_bfloat16", "jit_compile": True, "grad_accum_steps": 2},
+    {"precision": "mixed_float16"},
+], ids=["ltr-lamb", "no_nsp-dynamic_masking", "bf16-xla-accum", "fp16-loss_scale"])
+def test_other_settings_train_and_checkpoint(data, tmp_path, overrides):
+    config = make_config(data, tmp_path, num_train_steps=4, save_checkpoints_steps=2,
+                         dropout=None, **overrides)
+    losses, weights, trainer = run(config)
+    assert len(losses) == 4 and np.all(np.isfinite(losses))
+    assert all(np.all(np.isfinite(w)) for w in weights.values())
+    assert int(trainer.step.numpy()) == 4
+    assert os.path.exists(tmp_path / "checkpoints" / "ckpt-4.index")
+    exported = read_checkpoint(str(tmp_path / "export"), heads=True)
+    assert exported.config.causal == (config.objective == "ltr")
+
+
+def test_bad_configurations():
+    with pytest.raises(ValueError, match="divisible by grad_accum_steps"):
+        PretrainConfig("tiny", "nsp", "x", "v", "d", global_batch_size=10, grad_accum_steps=4)
+    with pytest.raises(ValueError, match="num_warmup_steps"):
+        PretrainConfig("tiny", "nsp", "x", "v", "d", num_train_steps=10, num_warmup_steps=20)
+    with pytest.raises(ValueError, match="objective"):
+        PretrainConfig("tiny", "mlm", "x", "v", "d")
+    with pytest.raises(SystemExit, match="--tpu"):
+        main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v", "--model_dir", "d",
+              "--strategy", "tpu"])
+
+
+def test_batch_must_split_over_replicas_and_micro_batches(data, tmp_path):
+    if len(tf.config.list_logical_devices("CPU")) < 2:
+        pytest.skip("needs two logical CPUs (TensorFlow was initialised before this module)")
+    config = make_config(data, tmp_path, global_batch_size=12, grad_accum_steps=4)
+    with pytest.raises(ValueError, match="replicas \\(2\\) x grad_accum_steps \\(4\\)"):
+        Trainer(config, distribute.create_strategy("mirrored"))

@@ -1,0 +1,197 @@
+"""BertPretrainer: the objectives' losses against Hugging Face's BERT, and causality."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import name_map
+from bert_tf.config import BertConfig
+from bert_tf.pretraining_model import (BertPretrainer, mean_metrics, prediction_targets,
+                                       pretraining_loss)
+
+CONFIG = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=64, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0, max_position_embeddings=32)
+B, T, P = 3, 12, 4
+
+
+def features(seed=0):
+    """A padded batch with masked-LM targets and NSP labels (int32, as decode_record gives)."""
+    rng = np.random.default_rng(seed)
+    lengths = np.array([T, 9, 6])
+    mask = (np.arange(T)[None] < lengths[:, None]).astype("int32")  # [B, T]
+    ids = rng.integers(5, CONFIG.vocab_size, (B, T)).astype("int32") * mask
+    segments = ((np.arange(T)[None] >= lengths[:, None] // 2) * mask).astype("int32")
+    positions = np.stack([np.sort(rng.choice(np.arange(1, n - 1), P, replace=False))
+                          for n in lengths]).astype("int32")  # [B, P]
+    weights = np.ones((B, P), "float32")
+    weights[2, 3] = 0.0  # a padded prediction slot
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+            "masked_lm_positions": positions,
+            "masked_lm_ids": rng.integers(5, CONFIG.vocab_size, (B, P)).astype("int32"),
+            "masked_lm_weights": weights,
+            "next_sentence_labels": np.array([[0], [1], [1]], "int32")}
+
+
+def build(objective, seed=1):
+    keras.utils.set_random_seed(seed)
+    model = BertPretrainer(BertPretrainer.config_for(CONFIG, objective), objective)
+    model.build()
+    return model
+
+
+def to_huggingface(model, hf_class):
+    """The same weights in a Hugging Face model, through the project's name map."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.BertConfig(
+        vocab_size=CONFIG.vocab_size, hidden_size=CONFIG.hidden_size,
+        num_hidden_layers=CONFIG.num_hidden_layers,
+        num_attention_heads=CONFIG.num_attention_heads,
+        intermediate_size=CONFIG.intermediate_size, hidden_act="gelu",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=CONFIG.max_position_embeddings, layer_norm_eps=1e-12,
+        is_decoder=hf_class == "BertLMHeadModel")
+    hf = getattr(transformers, hf_class)(hf_config).eval()
+    root = model.heads()
+    state = {}
+    for row in name_map(CONFIG.num_hidden_layers, heads=True):
+        if hf_class == "BertLMHeadModel" and row.hf.startswith(("pooler", "cls.seq")):
+            continue  # the causal LM has neither pooler nor NSP head
+        obj = root[row.ours.split(".")[0]]
+        for part in row.ours.split(".")[1:]:
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        value = np.asarray(obj.numpy())
+        key = row.hf if row.hf.startswith("cls.") else "bert." + row.hf
+        state[key] = torch.tensor(value.T if row.hf_transposed else value)
+    state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    assert not unexpected
+    assert all("position_ids" in k or k == "cls.predictions.decoder.weight" for k in missing), \
+        missing
+    return hf, torch
+
+
+def test_nsp_loss_matches_huggingface_bert_for_pretraining():
+    model = build("nsp")
+    batch = features()
+    sums = model.loss_sums(batch)
+    ours = float(pretraining_loss(sums, sums["mlm_count"], sums["nsp_count"]))
+
+    hf, torch = to_huggingface(model, "BertForPreTraining")
+    labels = np.full((B, T), -100)
+    for b in range(B):
+        for p in range(P):
+            if batch["masked_lm_weights"][b, p]:
+                labels[b, batch["masked_lm_positions"][b, p]] = batch["masked_lm_ids"][b, p]
+    with torch.no_grad():
+        out = hf(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+                 attention_mask=torch.tensor(batch["input_mask"]),
+                 token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+                 labels=torch.tensor(labels),
+                 next_sentence_label=torch.tensor(batch["next_sentence_labels"][:, 0],
+                                                  dtype=torch.long))
+    np.testing.assert_allclose(ours, out.loss.item(), rtol=1e-5)
+    assert float(sums["mlm_count"]) == 11 and float(sums["nsp_count"]) == B
+    nsp_loss = torch.nn.functional.cross_entropy(
+        out.seq_relationship_logits, torch.tensor(batch["next_sentence_labels"][:, 0]).long())
+    np.testing.assert_allclose(float(sums["nsp_loss"]) / B, nsp_loss.item(), rtol=1e-5)
+
+
+def test_ltr_loss_matches_huggingface_causal_lm():
+    model = build("ltr")
+    batch = features()
+    sums = model.loss_sums(batch)
+    ours = float(pretraining_loss(sums, sums["mlm_count"], sums["nsp_count"]))
+    hf, torch = to_huggingface(model, "BertLMHeadModel")
+    labels = np.where(batch["input_mask"] == 1, batch["input_ids"], -100)
+    with torch.no_grad():
+        out = hf(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+                 attention_mask=torch.tensor(batch["input_mask"]),
+                 token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+                 labels=torch.tensor(labels, dtype=torch.long))
+    np.testing.assert_allclose(ours, out.loss.item(), rtol=1e-5)
+    # Predictions at every position whose next token is real: (12 - 1) + (9 - 1) + (6 - 1).
+    assert float(sums["mlm_count"]) == 24
+    assert float(sums["nsp_loss"]) == 0 and float(sums["nsp_count"]) == 0
+
+
+def test_ltr_prediction_at_t_depends_only_on_tokens_up_to_t():
+    model = build("ltr")
+    batch = features()
+    k = 5
+    changed = dict(batch, input_ids=batch["input_ids"].copy())
+    changed["input_ids"][:, k] = (changed["input_ids"][:, k] + 7) % CONFIG.vocab_size
+    logits = model(batch)["mlm_logits"].numpy()  # [B, T - 1, V]: position t predicts t + 1
+    logits_changed = model(changed)["mlm_logits"].numpy()
+    np.testing.assert_allclose(logits[:, :k], logits_changed[:, :k], atol=1e-6)
+    assert np.abs(logits[0, k:] - logits_changed[0, k:]).min(axis=-1).max() > 1e-4
+    # The bidirectional model, in contrast, sees the change everywhere.
+    mlm = build("no_nsp")
+    bidirectional = mlm.encoder(batch)["sequence_output"].numpy()
+    bidirectional_changed = mlm.encoder(changed)["sequence_output"].numpy()
+    assert np.abs(bidirectional[0, :k] - bidirectional_changed[0, :k]).max() > 1e-4
+
+
+def test_ltr_targets_are_the_next_tokens():
+    batch = features()
+    positions, labels, weights = prediction_targets(batch, "ltr")
+    np.testing.assert_array_equal(positions[1], np.arange(T - 1))
+    np.testing.assert_array_equal(labels, batch["input_ids"][:, 1:])
+    np.testing.assert_array_equal(weights, batch["input_mask"][:, 1:])
+
+
+def test_no_nsp_freezes_pooler_and_nsp_head():
+    model = build("no_nsp")
+    trainable = {v.path for v in model.trainable_variables}
+    assert not any("pooler" in p or "/nsp/" in p for p in trainable)
+    assert any("mlm" in p for p in trainable)
+    sums = model.loss_sums(features())
+    assert float(sums["nsp_loss"]) == 0 and float(sums["mlm_count"]) == 11
+    assert "nsp_loss" not in mean_metrics({k: float(v) for k, v in sums.items()})
+
+
+def test_loss_of_a_split_batch_adds_up_to_the_whole():
+    """Why the trainer divides sums by the global counts: halves' losses then add up."""
+    model = build("nsp")
+    batch = features()
+    whole = model.loss_sums(batch)
+    total = pretraining_loss(whole, whole["mlm_count"], whole["nsp_count"])
+    parts = [model.loss_sums({k: v[s] for k, v in batch.items()})
+             for s in (slice(0, 1), slice(1, B))]
+    split = sum(pretraining_loss(p, whole["mlm_count"], whole["nsp_count"]) for p in parts)
+    np.testing.assert_allclose(float(split), float(total), rtol=1e-6)
+
+
+def test_mlm_head_is_tied_to_the_token_embeddings():
+    model = build("nsp")
+    with tf.GradientTape() as tape:
+        sums = model.loss_sums(features())
+    (grad,) = tape.gradient(sums["mlm_loss"], [model.encoder.token_embedding_matrix])
+    # Every vocabulary row gets a gradient through the decoder, not only the input ids.
+    assert np.all(np.abs(tf.convert_to_tensor(grad).numpy()).sum(axis=1) > 0)
+
+
+def test_config_round_trip_and_errors():
+    model = build("ltr")
+    restored = BertPretrainer.from_config(json.loads(json.dumps(model.get_config())))
+    assert restored.objective == "ltr" and restored.config == model.config
+    with pytest.raises(ValueError, match="unknown objective"):
+        BertPretrainer(CONFIG, "mlm")
+    with pytest.raises(ValueError, match="causal"):
+        BertPretrainer(CONFIG, "ltr")  # ltr needs config.causal=True
+
+
+def test_mixed_bfloat16_logits_are_float32():
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(CONFIG, "nsp", dtype="mixed_bfloat16")
+    model.build()
+    outputs = model(features())
+    assert outputs["mlm_logits"].dtype == "float32" and outputs["nsp_logits"].dtype == "float32"
+    assert model.encoder.token_embedding_matrix.dtype == "float32"
+    float32 = build("nsp", seed=0)
+    sums16, sums32 = model.loss_sums(features()), float32.loss_sums(features())
+    np.testing.assert_allclose(float(sums16["mlm_loss"]), float(sums32["mlm_loss"]), rtol=0.02)
