@@ -36,6 +36,8 @@ Written to --model_dir (only by the chief worker):
   eval_results.json      the final held-out metrics (masked-LM perplexity = Table 6's)
 and to --export_dir (default model_dir/export): the encoder and heads in our checkpoint
 format (config.json, weights.safetensors, vocab.txt), glue_suite's `--init_checkpoint`;
+with --export_steps S1,S2,... the same export of the model after step S, beside it as
+export_<S>/ (Figure 5's fine-tuning accuracy against pretraining steps);
 to --checkpoint_dir (default model_dir/checkpoints): tf.train checkpoints, the last K.
 """
 
@@ -84,6 +86,8 @@ class PretrainConfig:
         model_dir: metrics, TensorBoard logs, the export.
         checkpoint_dir: tf.train checkpoints; None: model_dir/checkpoints.
         export_dir: the final model in our checkpoint format; None: model_dir/export.
+        export_steps: also export the model after each of these steps, to export_<S>/
+            beside the final export (`step_export_dir`).
         global_batch_size: examples per optimizer step, over all replicas.
         num_train_steps: optimizer steps, both phases together.
         max_seq_length, max_predictions_per_seq: T and P of the phase-1 records.
@@ -114,6 +118,7 @@ class PretrainConfig:
     model_dir: str
     checkpoint_dir: Optional[str] = None
     export_dir: Optional[str] = None
+    export_steps: tuple = ()
     global_batch_size: int = 256
     num_train_steps: int = 1_000_000
     max_seq_length: int = 128
@@ -159,10 +164,21 @@ class PretrainConfig:
              "keep_checkpoints and log_every must be positive"),
             (self.global_batch_size % self.grad_accum_steps == 0,
              "global_batch_size must be divisible by grad_accum_steps"),
+            (all(0 < s <= self.num_train_steps for s in self.export_steps),
+             "export_steps must lie in [1, num_train_steps]"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"{message}; got {self}")
+
+    @property
+    def final_export_dir(self) -> str:
+        return self.export_dir or os.path.join(self.model_dir, "export")
+
+    def step_export_dir(self, step: int) -> str:
+        """export_<step>/ beside the final export (model_dir/export_<step> by default)."""
+        return os.path.join(os.path.dirname(self.final_export_dir.rstrip("/")),
+                            f"export_{step}")
 
     @property
     def phase1_steps(self) -> int:
@@ -416,6 +432,7 @@ class Trainer:
                 step, config.log_every), _next_multiple(step, config.save_checkpoints_steps)]
             if config.eval_files:
                 events.append(_next_multiple(step, eval_every))
+            events += config.export_steps
             num_steps = min([step + config.steps_per_execution] +
                             [e for e in events if e > step]) - step
             call_start = time.time()
@@ -438,6 +455,11 @@ class Trainer:
                 metrics_log.write(step, "train", train_metrics, time.time() - start)
                 window, window_steps, window_seconds = None, 0, 0.0
             self._enter_phase(config.phase_of(step))
+            # Export before checkpointing: a run killed in between redoes the steps up to
+            # here, so no checkpoint lies beyond a step export that was not written.
+            if step in config.export_steps and self.is_chief:
+                self.export(config.step_export_dir(step))
+                log(f"exported step {step} to {config.step_export_dir(step)}")
             if step % config.save_checkpoints_steps == 0 or done:
                 self.save()
             if config.eval_files and (step % eval_every == 0 or done):
@@ -449,7 +471,7 @@ class Trainer:
             eval_metrics = self.evaluate()
         final = eval_metrics or train_metrics
         if self.is_chief:
-            self.export(config.export_dir or os.path.join(config.model_dir, "export"))
+            self.export(config.final_export_dir)
             _write_json(os.path.join(config.model_dir, "eval_results.json"),
                         {"step": step, **final})
         metrics_log.close()
@@ -579,6 +601,9 @@ def _parse_args(argv):
     p.add_argument("--model_dir", required=True)
     p.add_argument("--checkpoint_dir", help="default: MODEL_DIR/checkpoints")
     p.add_argument("--export_dir", help="default: MODEL_DIR/export")
+    p.add_argument("--export_steps", default="",
+                   help="comma-separated steps after which to also export the model, to "
+                        "export_<STEP>/ beside the final export (default: none)")
     p.add_argument("--strategy", choices=distribute.STRATEGIES, default="cpu")
     p.add_argument("--tpu", help="with --strategy tpu: TPU name, grpc://host:port or local")
     for name in ("global_batch_size", "num_train_steps", "max_seq_length",
@@ -610,6 +635,8 @@ def main(argv=None) -> None:
     try:
         values = {k: v for k, v in vars(args).items() if k not in ("config", "strategy", "tpu")}
         values["mask_rates"] = tuple(float(r) for r in args.mask_rates.split(","))
+        values["export_steps"] = tuple(sorted({int(s) for s in args.export_steps.split(",")
+                                               if s.strip()}))
         config = PretrainConfig(model_size=args.config, **values)
         strategy = distribute.create_strategy(args.strategy, args.tpu)
     except ValueError as e:

@@ -11,6 +11,14 @@ Every task model is a functional `keras.Model` over the int32 inputs `input_ids`
     multiple_choice  pooled [CLS] of each of the 4 sequences -> 1   logits [B, 4]
     span             every token -> Dense(2)                        start, end logits [B, T]
     token            every token -> dropout -> Dense(tags)          logits [B, T, L]
+
+head="bilstm" (Table 5's "+ BiLSTM"): a randomly initialised 2-layer BiLSTM reads the
+fine-tuned encoder's sequence_output instead; sentence-level kinds take its [CLS] state,
+span and token kinds every position.
+
+feature_mode (Table 7's feature-based NER; token tasks only): the encoder is frozen and
+run in inference mode; `FeatureCombiner(feature_mode)` picks or mixes its layers and a
+2-layer BiLSTM trained from scratch tags every token.
 """
 
 import dataclasses
@@ -39,6 +47,8 @@ logger = logging.getLogger(__name__)
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 NUM_CHOICES = 4
 PRECISIONS = ("float32", "mixed_bfloat16")
+HEADS = ("dense", "bilstm")
+BILSTM_LAYERS = 2  # the paper's feature-based NER model (Section 5.3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +68,9 @@ class TrainSettings:
         eval_batch_size: batch size of prediction.
         verbose: Keras progress bar (1), one line per epoch (2), silent (0).
         run_eagerly: no tf.function graphs (debugging; tiny models start faster).
+        head: "dense" (BERT's) or "bilstm" (a BiLSTM over the fine-tuned sequence_output).
+        feature_mode: None (fine-tune) or a `heads.FEATURE_MODES` entry (frozen encoder).
+        bilstm_units: LSTM units per direction of the BiLSTM head (paper: 768).
     """
     learning_rate: float
     epochs: int
@@ -71,6 +84,9 @@ class TrainSettings:
     eval_batch_size: int = 64
     verbose: int = 1
     run_eagerly: bool = False
+    head: str = "dense"
+    feature_mode: Optional[str] = None
+    bilstm_units: int = 768
 
 
 # ---------------------------------------------------------------------------------------
@@ -93,21 +109,84 @@ def _inputs(shape) -> dict:
     return {name: keras.Input(shape, dtype="int32", name=name) for name in INPUT_NAMES}
 
 
+class _InferenceMode(keras.layers.Layer):
+    """Calls a layer with training=False whatever the model's mode: a functional model
+    passes its own `training` to every layer it calls, overriding one given at build time."""
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def call(self, inputs):
+        return self.layer(inputs, training=False)
+
+
+def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
+                        feature_mode: str, bilstm_units: int = 768, dropout: float = 0.1,
+                        dtype: Optional[str] = None) -> keras.Model:
+    """The feature-based tagger of Table 7: frozen encoder -> features -> BiLSTM -> tags."""
+    if spec.kind != TOKEN:
+        raise ValueError(f"task {spec.name}: feature_mode needs a token task (conll2003), "
+                         f"not a {spec.kind} task; the paper's feature-based runs are NER only")
+    num_layers = encoder.config.num_hidden_layers
+    if feature_mode.endswith("last_four") and num_layers < 4:
+        # Not the paper's setting, but small smoke-test models should still run end to end.
+        logger.warning("feature_mode %s on a %d-layer encoder: uses all its %d outputs, "
+                       "the embeddings included", feature_mode, num_layers, num_layers + 1)
+    encoder.trainable = False  # only the layer weights (weighted sums) and the BiLSTM learn
+    inputs = _inputs((max_seq_length,))
+    layers = _InferenceMode(encoder, name="frozen_encoder")(inputs)["encoder_outputs"]
+    features = heads.FeatureCombiner(feature_mode, dtype=dtype, name="features")(layers)
+    head = heads.BiLSTMHead(spec.num_labels, bilstm_units, BILSTM_LAYERS, dropout,
+                            dtype=dtype, name="head")
+    outputs = head(features, inputs["input_mask"])                      # [B, T, L]
+    return keras.Model(inputs, outputs, name=spec.name)
+
+
 def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
-                dropout: float = 0.1, dtype: Optional[str] = None) -> keras.Model:
-    """encoder + the head of `spec.kind` (table in the module docstring)."""
+                dropout: float = 0.1, dtype: Optional[str] = None, head: str = "dense",
+                bilstm_units: int = 768) -> keras.Model:
+    """encoder + the head of `spec.kind` (table in the module docstring); with
+    head="bilstm" a BiLSTM over sequence_output takes the dense head's place."""
+    if head not in HEADS:
+        raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
     init = encoder.config.initializer_range
+
+    def bilstm(num_outputs, per_token):
+        return heads.BiLSTMHead(num_outputs, bilstm_units, BILSTM_LAYERS, dropout,
+                                per_token=per_token, dtype=dtype, name="head")
+
+    if spec.kind in (SPAN, TOKEN) or head == "bilstm":
+        encoder.pooler.trainable = False  # unused: these heads read sequence_output
     if spec.kind == MULTIPLE_CHOICE:
         inputs = _inputs((NUM_CHOICES, max_seq_length))
         # [B, C, T] -> [B * C, T]: every (context, ending) is its own sequence.
         flat = {k: ops.reshape(v, (-1, max_seq_length)) for k, v in inputs.items()}
-        head = heads.MultipleChoiceHead(NUM_CHOICES, dropout, init, dtype=dtype, name="head")
-        outputs = head(encoder(flat)["pooled_output"])                   # [B, C]
+        encoded = encoder(flat)
+        if head == "bilstm":
+            scores = bilstm(1, per_token=False)(encoded["sequence_output"],
+                                                flat["input_mask"])    # [B * C, 1]
+            outputs = ops.reshape(scores, (-1, NUM_CHOICES))             # [B, C]
+        else:
+            outputs = heads.MultipleChoiceHead(NUM_CHOICES, dropout, init, dtype=dtype,
+                                               name="head")(encoded["pooled_output"])
         return keras.Model(inputs, outputs, name=spec.name)
-    if spec.kind in (SPAN, TOKEN):
-        encoder.pooler.trainable = False  # unused: token heads read sequence_output
     inputs = _inputs((max_seq_length,))
     encoded = encoder(inputs)
+    if head == "bilstm":
+        sequence, mask = encoded["sequence_output"], inputs["input_mask"]
+        if spec.kind == CLASSIFICATION:
+            outputs = bilstm(spec.num_labels, per_token=False)(sequence, mask)  # [B, L]
+        elif spec.kind == REGRESSION:
+            outputs = bilstm(1, per_token=False)(sequence, mask)[:, 0]          # [B]
+        elif spec.kind == SPAN:
+            logits = bilstm(2, per_token=True)(sequence, mask)                  # [B, T, 2]
+            outputs = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+        elif spec.kind == TOKEN:
+            outputs = bilstm(spec.num_labels, per_token=True)(sequence, mask)   # [B, T, L]
+        else:
+            raise ValueError(f"task {spec.name}: no model for kind {spec.kind!r}")
+        return keras.Model(inputs, outputs, name=spec.name)
     if spec.kind == CLASSIFICATION:
         head = heads.ClassificationHead(spec.num_labels, dropout, init, dtype=dtype, name="head")
         outputs = head(encoded["pooled_output"])                         # [B, L]
@@ -201,7 +280,12 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     num_train_steps, num_warmup_steps = train_steps(num_features, settings)
     with strategy.scope():
         encoder = build_encoder(checkpoint, settings.dropout, dtype)
-        model = build_model(spec, encoder, max_seq_length, settings.dropout, dtype)
+        if settings.feature_mode:
+            model = build_feature_model(spec, encoder, max_seq_length, settings.feature_mode,
+                                        settings.bilstm_units, settings.dropout, dtype)
+        else:
+            model = build_model(spec, encoder, max_seq_length, settings.dropout, dtype,
+                                settings.head, settings.bilstm_units)
         optimizer = create_optimizer(settings.learning_rate, num_train_steps,
                                      num_warmup_steps, weight_decay=settings.weight_decay,
                                      clipnorm=settings.clipnorm,

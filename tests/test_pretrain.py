@@ -212,6 +212,31 @@ def test_kill_9_resumes_to_the_same_result(full_run, tmp_path):
                                rtol=1e-6)
 
 
+def test_export_steps_write_intermediate_models_without_changing_the_run(data, reference,
+                                                                         tmp_path):
+    """--export_steps 2,4 (the CLI, with 3 steps per call, so the loop must stop at 2 and 4
+    for them) writes export_2/ and export_4/ beside export/; the run is the reference's."""
+    config = make_config(data, tmp_path)
+    main([*cli_args(config), "--steps_per_execution", "3", "--export_steps", "4,2"])
+    np.testing.assert_allclose(train_losses(tmp_path), reference[0], rtol=1e-6)
+    exports = {step: read_checkpoint(str(tmp_path / f"export_{step}"), heads=True).weights
+               for step in (2, 4)}
+    final = read_checkpoint(str(tmp_path / "export"), heads=True).weights
+    assert exports[2].keys() == exports[4].keys() == final.keys()
+    for a, b in ((exports[2], exports[4]), (exports[4], final)):
+        assert not np.allclose(a["encoder.blocks.0.output_dense.kernel"],
+                               b["encoder.blocks.0.output_dense.kernel"])
+    np.testing.assert_allclose(final["encoder.blocks.1.output_dense.kernel"],
+                               reference[1]["encoder/layer_1/output/kernel"], atol=1e-6)
+    with open(tmp_path / "pretrain_config.json") as f:
+        assert json.load(f)["export_steps"] == [2, 4]
+    # Beside a custom --export_dir; steps outside the run are refused.
+    assert make_config(data, "d", export_dir="gs://b/run/final/").step_export_dir(3) == \
+        "gs://b/run/export_3"
+    with pytest.raises(ValueError, match="export_steps"):
+        make_config(data, "d", export_steps=(7,))
+
+
 # ------------------------------------------------------------------------- equivalences
 def test_mirrored_two_cpus_matches_one_device(data, reference, tmp_path):
     if len(tf.config.list_logical_devices("CPU")) < 2:  # TF was initialised too early

@@ -255,6 +255,34 @@ def test_multiple_choice_and_token_end_to_end(world, tmp_path):
     assert len([s for s in lines if s.strip()]) == 6  # 2 documents x 3 sentences
 
 
+@pytest.mark.parametrize("task,extra", [("rte", ()), ("squad1.1", (
+    "--max_seq_length", "32", "--doc_stride", "8", "--max_query_length", "8"))])
+def test_bilstm_head_end_to_end(world, tmp_path, task, extra):
+    out, result = _main(world, tmp_path, task, "--head", "bilstm", "--bilstm_units", "8", *extra)
+    _check_common(result, task, 24 if task == "rte" else 12)
+    assert (result["config"]["head"], result["config"]["bilstm_units"]) == ("bilstm", 8)
+    assert result["config"]["feature_mode"] is None
+    assert (out / ("dev_predictions.tsv" if task == "rte" else "predictions.json")).exists()
+
+
+def test_feature_mode_end_to_end(world, tmp_path):
+    out, result = _main(world, tmp_path, "conll2003", "--feature_mode", "weighted_sum_all",
+                        "--bilstm_units", "8")
+    _check_common(result, "conll2003", 9)
+    assert result["config"]["feature_mode"] == "weighted_sum_all"
+    assert {"ner_f1", "test_ner_f1"} <= set(result["metrics"])
+    assert (out / "dev_predictions.txt").exists()
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--task", "rte", "--feature_mode", "last"), "needs a token task (conll2003), not rte"),
+    (("--task", "conll2003", "--feature_mode", "last", "--head", "bilstm"), "do not pass --head")])
+def test_feature_mode_errors(world, tmp_path, capsys, extra, message):
+    code = run.main([*extra, "--init_checkpoint", world[0], "--data_dir", world[1],
+                     "--output_dir", str(tmp_path / "out")])
+    assert code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("task,missing", [("qnli", "glue_data/QNLI/train.tsv"),
                                           ("qqp", "glue_data/QQP/train.tsv")])
 def test_missing_training_data_is_one_clear_error(world, tmp_path, capsys, task, missing):

@@ -1,0 +1,52 @@
+"""Rebuilds results/glue_suite/README's table from the runs' metrics.json files alone.
+
+    BERT_DATA_DIR=../shared/data python results/glue_suite/make_table.py
+The majority baseline is computed from the dev labels: the majority class's accuracy (and
+that constant's F1 / MCC), zero correlation for STS-B, zero for span and entity scores.
+"""
+
+import collections
+import glob
+import json
+import os
+
+import numpy as np
+
+from glue_suite.data_dir import resolve_data_dir
+from glue_suite.metrics import compute_metrics
+from glue_suite.readers import example_labels, read_examples
+from glue_suite.tasks import TASKS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def majority(task, split, data_dir):
+    spec = TASKS[task]
+    if spec.kind not in ("classification",):
+        return "0" if spec.kind != "regression" else "0 (constant)"
+    examples, _ = read_examples(task, split, data_dir)
+    labels = example_labels(task, examples)
+    most_common = collections.Counter(labels.tolist()).most_common(1)[0][0]
+    scores = compute_metrics(task, np.full_like(labels, most_common), labels)
+    return ", ".join(f"{k} {v:.1f}" for k, v in scores.items() if np.isfinite(v))
+
+
+def main():
+    data_dir = resolve_data_dir()
+    rows = ["| Task | Metric (dev) | Result | Majority baseline | Train examples | Epochs | LR | "
+            "Max seq | Wall time |", "|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(glob.glob(os.path.join(HERE, "*", "metrics.json"))):
+        with open(path) as f:
+            run = json.load(f)
+        task, config = run["task"], run["config"]
+        metrics = ", ".join(f"{k} {v:.2f}" for k, v in run["metrics"].items()
+                            if isinstance(v, (int, float)))
+        rows.append(f"| {task} | {run['main_metric']} | {metrics} | {majority(task, 'dev', data_dir)} "
+                    f"| {run['train_examples']} ({run['train_task']}) | {config['epochs']} "
+                    f"| {run['learning_rate']} | {config['max_seq_length']} "
+                    f"| {run['wall_seconds'] / 60:.1f} min |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
