@@ -273,8 +273,10 @@ def main():
                         help="comma-separated subset of " + ",".join(p for p in RUNNERS if p != "ours"))
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
+    # Off by default: on the CPUs measured here XLA made every TensorFlow model slower
+    # (BERT-Base bf16 step 8.6 s with XLA, 5.2 s without; results/benchmark/README.md).
     parser.add_argument("--jit_compile", type=lambda s: s.lower() in ("1", "true", "yes"),
-                        default=True, help="XLA-compile the TensorFlow models' steps (all of them)")
+                        default=False, help="XLA-compile the TensorFlow models' steps (all of them)")
     args = parser.parse_args()
     peers = [p for p in args.peers.split(",") if p]
     unknown = [p for p in peers if p not in RUNNERS]
