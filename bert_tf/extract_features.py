@@ -31,9 +31,12 @@ PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's separator
 def read_lines(path):
     """[(text_a, text_b or None)], one per line of the file."""
     examples = []
-    with open(path, encoding="utf-8", errors="strict") as f:
-        for line in f:
-            line = line.rstrip("\r\n").strip()
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {number}: not valid UTF-8 ({e})") from None
             match = PAIR.match(line)
             examples.append((match.group(1), match.group(2)) if match else (line, None))
     return examples

@@ -68,3 +68,12 @@ def test_bad_layer_is_a_clear_error(tmp_path, minilm_dir):
                                str(tmp_path / "in.txt"), "--output_file",
                                str(tmp_path / "out.jsonl"), "--layers", "-1,-9"])
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"fine line\nbad \xff byte\n")
+    with pytest.raises(ValueError, match=r"in.txt: line 2: not valid UTF-8"):
+        extract_features.read_lines(str(path))
+    path.write_bytes(b"a ||| b\r\n\n  spaced  \n")
+    assert extract_features.read_lines(str(path)) == [("a", "b"), ("", None), ("spaced", None)]
