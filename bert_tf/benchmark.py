@@ -60,6 +60,28 @@ def random_batch(config, batch_size, seq_length, seed=0):
 
 # ---------------------------------------------------------------------------- runners
 # Each returns a zero-argument callable that runs one step and blocks until it is done.
+def _tf_step(encoder, head, inputs, labels, optimizer, variables, mode, jit_compile):
+    """The shared step of the TensorFlow models: classification train step or encoder forward.
+    `encoder(inputs, training)` must return a dict with "pooled_output" / "sequence_output"."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=jit_compile)
+    def train_step():
+        with tf.GradientTape() as tape:
+            logits = tf.cast(head(encoder(inputs, training=True)["pooled_output"], training=True),
+                             tf.float32)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    @tf.function(jit_compile=jit_compile)
+    def infer_step():
+        return encoder(inputs, training=False)["sequence_output"]
+
+    step = train_step if mode == "train" else infer_step
+    return lambda: step().numpy()
+
+
 def ours(config, batch, mode, precision, jit_compile):
     import keras
     import tensorflow as tf
@@ -74,21 +96,7 @@ def ours(config, batch, mode, precision, jit_compile):
     head.build((None, config.hidden_size))
     variables = encoder.trainable_variables + head.trainable_variables
     optimizer.build(variables)
-
-    @tf.function(jit_compile=jit_compile)
-    def train_step():
-        with tf.GradientTape() as tape:
-            logits = head(encoder(inputs, training=True)["pooled_output"], training=True)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-
-    @tf.function(jit_compile=jit_compile)
-    def infer_step():
-        return encoder(inputs, training=False)["sequence_output"]
-
-    step = train_step if mode == "train" else infer_step
-    return lambda: step().numpy()
+    return _tf_step(encoder, head, inputs, labels, optimizer, variables, mode, jit_compile)
 
 
 def tfm(config, batch, mode, precision, jit_compile):
@@ -111,22 +119,7 @@ def tfm(config, batch, mode, precision, jit_compile):
     encoder(inputs)
     head(encoder(inputs)["pooled_output"])
     variables = encoder.trainable_variables + head.trainable_variables
-
-    @tf.function(jit_compile=jit_compile)
-    def train_step():
-        with tf.GradientTape() as tape:
-            logits = tf.cast(head(encoder(inputs, training=True)["pooled_output"], training=True),
-                             tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-
-    @tf.function(jit_compile=jit_compile)
-    def infer_step():
-        return encoder(inputs, training=False)["sequence_output"]
-
-    step = train_step if mode == "train" else infer_step
-    return lambda: step().numpy()
+    return _tf_step(encoder, head, inputs, labels, optimizer, variables, mode, jit_compile)
 
 
 def keras_hub(config, batch, mode, precision, jit_compile):
@@ -147,22 +140,7 @@ def keras_hub(config, batch, mode, precision, jit_compile):
     variables = backbone.trainable_variables + head.trainable_variables
     optimizer = keras.optimizers.AdamW(1e-5, weight_decay=0.01, epsilon=1e-6)
     optimizer.build(variables)
-
-    @tf.function(jit_compile=jit_compile)
-    def train_step():
-        with tf.GradientTape() as tape:
-            logits = tf.cast(head(backbone(inputs, training=True)["pooled_output"], training=True),
-                             tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-
-    @tf.function(jit_compile=jit_compile)
-    def infer_step():
-        return backbone(inputs, training=False)["sequence_output"]
-
-    step = train_step if mode == "train" else infer_step
-    return lambda: step().numpy()
+    return _tf_step(backbone, head, inputs, labels, optimizer, variables, mode, jit_compile)
 
 
 def hf_torch(config, batch, mode, precision, jit_compile):
