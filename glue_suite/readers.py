@@ -375,6 +375,18 @@ def _read_glue_tsv(task: str, path: str, labelled: bool, bad: _BadRows) -> list[
     return examples
 
 
+def _csv_rows(reader, header: list, bad: "_BadRows"):
+    """(row number, file line, fields) of a csv.reader's data rows; blank lines are
+    skipped and rows with the wrong field count reported to `bad`."""
+    for row, fields in enumerate(reader):
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            bad(reader.line_num, f"expected {len(header)} CSV fields, found {len(fields)}")
+            continue
+        yield row, reader.line_num, fields
+
+
 def _read_multinli_csv(path: str, labels: tuple[str, ...], bad: _BadRows) -> list[InputExample]:
     """MultiNLI 1.0 dev CSV (pairID, sentence1, sentence2, label), standard CSV quoting.
 
@@ -393,13 +405,7 @@ def _read_multinli_csv(path: str, labels: tuple[str, ...], bad: _BadRows) -> lis
             if name not in column:
                 raise DataFormatError(path, 1, f"header {header} lacks {name or 'label'!r}; "
                                                "expected pairID,sentence1,sentence2,label")
-        for fields in reader:
-            lineno = reader.line_num
-            if not fields:
-                continue
-            if len(fields) != len(header):
-                bad(lineno, f"expected {len(header)} CSV fields, found {len(fields)}")
-                continue
+        for _, lineno, fields in _csv_rows(reader, header, bad):
             label = fields[column[label_name]]
             if label == "-":
                 continue
@@ -599,13 +605,7 @@ def _read_swag(path: str, labelled: bool, bad: _BadRows) -> list[SwagExample]:
             raise DataFormatError(path, 1, f"header {header} lacks {missing}; expected "
                                            f"video-id,fold-ind,startphrase,sent1,sent2,"
                                            f"gold-source,ending0..ending3,label")
-        for row, fields in enumerate(reader):
-            lineno = reader.line_num
-            if not fields:
-                continue
-            if len(fields) != len(header):
-                bad(lineno, f"expected {len(header)} CSV fields, found {len(fields)}")
-                continue
+        for row, lineno, fields in _csv_rows(reader, header, bad):
             label = None
             if labelled:
                 raw = fields[column["label"]]
