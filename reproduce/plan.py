@@ -256,11 +256,14 @@ PAPER = Scale(
 # - Pretraining lr 3e-4 (the paper: 1e-4) with 10% warmup: 1000 steps is 0.1% of the
 #   paper's schedule, and small post-LN BERTs train stably there.
 # - Fine-tuning keeps the paper's epochs and batch sizes but one learning rate and capped
-#   training sets: MiniLM 1000 examples (WNLI whole) at 5e-5; SQuAD 1500 questions,
-#   scored on the first 1000 dev questions; MNLI scored on the first 1000 matched + 1000
-#   mismatched dev pairs; CoNLL-2003 scored on the first 1000 dev and test sentences. Ablation models at 1e-4 (small BERTs want a larger rate; Turc
-#   et al.'s grid reaches 1e-4): 2000 examples, MRPC whole with 2 restarts to show the
-#   variance, SQuAD 1000.
+#   training sets. MiniLM: 1000 examples (WNLI whole) at 1e-4; at the paper's 2e-5-5e-5
+#   this small checkpoint stays at the majority class with this little data (RTE 52.4 at
+#   2e-5, results/glue_suite/README.md; MNLI 34.4 at 5e-5 on 1000 pairs, measured).
+#   SQuAD at the paper's 5e-5 on 1500 questions, scored on the first 1000 dev questions;
+#   MNLI on the first 1000 matched + 1000 mismatched dev pairs; CoNLL-2003 on the first
+#   1000 dev and test sentences. Ablation models at 1e-4 (small BERTs want a larger rate;
+#   Turc et al.'s grid reaches 1e-4): 2000 examples, MRPC whole with 2 restarts to show
+#   the variance, SQuAD 1000.
 # - SQuAD v2.0 has no training data here: Table 3 trains on SQuAD v1.1 and scores on the
 #   v2.0 dev set with the dev-tuned no-answer threshold (labelled in the table). QQP,
 #   QNLI and SWAG: n/a. MNLI trains on the 20k-pair subset (5% of the train set).
@@ -268,12 +271,12 @@ PAPER = Scale(
 #   Tiny) instead of 768: a 768-unit BiLSTM trains ~2 examples/s here (measured), which
 #   would make Table 7 alone take 4 hours. It trains from scratch, so lr 1e-3, on 500
 #   sentences for 2 epochs, scored on the first 1000 dev and test sentences.
-_CPU_MAIN = {task: Finetune(learning_rates=(5e-5,), max_train_examples=1000)
+_CPU_MAIN = {task: Finetune(learning_rates=(1e-4,), max_train_examples=1000)
              for task in ("cola", "sst2", "stsb", "qqp", "qnli", "swag", "mrpc", "rte")}
 _CPU_MAIN.update({
-    "wnli": Finetune(learning_rates=(5e-5,)),
-    "mnli": Finetune(learning_rates=(5e-5,), max_train_examples=1000, max_eval_examples=1000),
-    "conll2003": Finetune(learning_rates=(5e-5,), max_train_examples=1000,
+    "wnli": Finetune(learning_rates=(1e-4,)),
+    "mnli": Finetune(learning_rates=(1e-4,), max_train_examples=1000, max_eval_examples=1000),
+    "conll2003": Finetune(learning_rates=(1e-4,), max_train_examples=1000,
                           max_eval_examples=1000),
     "squad1.1": Finetune(learning_rates=(5e-5,), max_train_examples=1500,
                          max_eval_examples=1000),
