@@ -70,13 +70,15 @@ def package_versions() -> dict:
 
 
 def git_commit(repo: str = REPO) -> dict:
-    """{"commit": sha or None, "dirty": bool}: dirty when tracked files have local changes."""
+    """{"commit": sha or None, "dirty": bool}: dirty when tracked files outside results/
+    have local changes (the harness itself rewrites results/ while it runs)."""
     def git(*args):
         return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
                               timeout=20)
     try:
         head = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--untracked-files=no")
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                     ":(exclude)results")
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     if head.returncode:
