@@ -14,7 +14,7 @@ Figure 5's MLM curve, and its MRPC fine-tuning fills both Table 5 and Table 6.
 Scales (`SCALES`):
   paper  the paper's settings: BERT-Base/Large, 1M steps at batch 256 (90% at 128 tokens,
          10% at 512), the fine-tuning grids and restarts. For TPUs / GPU clusters.
-  cpu    designed for one 2-core machine in about 3 hours (the reasoning is in the
+  cpu    designed for one 2-core machine in about 3.5 hours (the reasoning is in the
          comments above `CPU`).
   smoke  the whole pipeline, every stage and every table builder, in minutes.
 
@@ -238,7 +238,7 @@ PAPER = Scale(
 )
 
 # ---------------------------------------------------------------------------- cpu scale
-# One 2-core machine, ~3 hours estimated (`python -m reproduce.all --scale cpu --dry_run`
+# One 2-core machine, ~3.5 hours estimated (`python -m reproduce.all --scale cpu --dry_run`
 # prints the breakdown). Measured here (float32, seq 128, batch 32): BERT-Base trains
 # ~3 examples/s, Mini ~40, Tiny ~140. Hence:
 # - Nothing BERT-Base sized is pretrained. Tables 1, 2, 3 and 7 fine-tune the default
