@@ -2,7 +2,8 @@
 
     BERT_DATA_DIR=../shared/data python results/glue_suite/make_table.py
 The majority baseline is computed from the dev labels: the majority class's accuracy (and
-that constant's F1 / MCC), zero correlation for STS-B, zero for span and entity scores.
+that constant's F1 / MCC), zero correlation for STS-B, the all-null answer's score for SQuAD
+v2.0 (the share of unanswerable questions), zero for other span and entity scores.
 """
 
 import collections
@@ -20,8 +21,11 @@ from glue_suite.tasks import TASKS
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def majority(task, split, data_dir):
+def majority(task, split, data_dir, metrics):
     spec = TASKS[task]
+    if task == "squad2.0":  # answer nothing: right on every unanswerable question
+        share = 100 * metrics["NoAns_total"] / metrics["total"]
+        return f"all-null exact {share:.1f}, f1 {share:.1f}"
     if spec.kind not in ("classification",):
         return "0" if spec.kind != "regression" else "0 (constant)"
     examples, _ = read_examples(task, split, data_dir)
@@ -41,7 +45,10 @@ def main():
         task, config = run["task"], run["config"]
         metrics = ", ".join(f"{k} {v:.2f}" for k, v in run["metrics"].items()
                             if isinstance(v, (int, float)))
-        rows.append(f"| {task} | {run['main_metric']} | {metrics} | {majority(task, 'dev', data_dir)} "
+        name = os.path.basename(os.path.dirname(path))
+        label = task if name == task else f"{task} ({name})"
+        baseline = majority(task, "dev", data_dir, run["metrics"])
+        rows.append(f"| {label} | {run['main_metric']} | {metrics} | {baseline} "
                     f"| {run['train_examples']} ({run['train_task']}) | {config['epochs']} "
                     f"| {run['learning_rate']} | {config['max_seq_length']} "
                     f"| {run['wall_seconds'] / 60:.1f} min |")
