@@ -259,8 +259,8 @@ PAPER = Scale(
 #   training sets. MiniLM: 1000 examples (WNLI whole) at 1e-4; at the paper's 2e-5-5e-5
 #   this small checkpoint stays at the majority class with this little data (RTE 52.4 at
 #   2e-5, results/glue_suite/README.md; MNLI 34.4 at 5e-5 on 1000 pairs, measured).
-#   SQuAD on 1500 questions at 1e-4 too (at 5e-5: F1 14.1, session 2's record; glue_suite's
-#   evidence run, 4000 questions x 2 epochs at 1e-4, gets 51.2), scored on the first 1000
+#   SQuAD on 1500 questions at 1e-4 too (F1 30.7; at 5e-5 it was 14.1, the superseded
+#   record kept in results/runs/cpu.finetune.default.squad1.1/), scored on the first 1000
 #   dev questions;
 #   MNLI on the first 1000 matched + 1000 mismatched dev pairs; CoNLL-2003 on the first
 #   1000 dev and test sentences. Ablation models at 1e-4 (small BERTs want a larger rate;
