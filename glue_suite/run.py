@@ -18,7 +18,8 @@ Writes to --output_dir (default runs/<task>):
                              featurization throughput, every run of the grid, degenerate runs
   <split>_predictions.tsv    GLUE / SWAG dev predictions, "index<TAB>prediction"
   <split>_predictions.txt    CoNLL-2003: "word gold predicted" lines (conlleval input)
-  predictions.json, nbest_predictions.json, null_odds.json (v2.0)   SQuAD dev
+  predictions.json, nbest_predictions.json   SQuAD dev; v2.0 adds null_odds.json,
+                             best_non_null_predictions.json, predictions_best_threshold.json
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
   cache/                     featurized splits (--cache_dir)

@@ -306,12 +306,15 @@ def _write_json(path: str, value) -> None:
 
 def write_predictions(output_dir: str, result: SquadPredictions, version_2: bool,
                       best_threshold: float = None) -> list[str]:
-    """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json, plus
-    predictions_best_threshold.json when `best_threshold` is given. Returns the paths."""
+    """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json and
+    best_non_null_predictions.json (every question answered: the span head alone, without
+    abstention), plus predictions_best_threshold.json when `best_threshold` is given.
+    Returns the paths."""
     files = {"predictions.json": result.predictions,
              "nbest_predictions.json": result.nbest}
     if version_2:
         files["null_odds.json"] = result.null_odds
+        files["best_non_null_predictions.json"] = result.best_non_null
         if best_threshold is not None:
             files["predictions_best_threshold.json"] = at_threshold(result, best_threshold)
     paths = []

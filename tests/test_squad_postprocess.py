@@ -107,8 +107,13 @@ def test_v2_scores_equal_the_official_script_on_the_written_files(tokenizer, tmp
     threshold = P.best_f1_threshold(examples, result)
     paths = P.write_predictions(str(tmp_path), result, True, threshold)
     assert sorted(os.path.basename(p) for p in paths) == [
-        "nbest_predictions.json", "null_odds.json", "predictions.json",
-        "predictions_best_threshold.json"]
+        "best_non_null_predictions.json", "nbest_predictions.json", "null_odds.json",
+        "predictions.json", "predictions_best_threshold.json"]
+    # Every question gets its best span there; it agrees with predictions.json wherever
+    # that one answers.
+    answer_all = json.loads((tmp_path / "best_non_null_predictions.json").read_text())
+    assert set(answer_all) == set(result.predictions)
+    assert all(answer_all[q] == text for q, text in result.predictions.items() if text)
     predictions = json.loads((tmp_path / "predictions.json").read_text())
     official = squad_eval.evaluate_v2(articles, predictions)
     for key in ("exact", "f1", "HasAns_f1", "NoAns_f1"):
