@@ -3,9 +3,9 @@
 ../shared/data has no SQuAD v2.0 training set, and a model trained on v1.1 never sees an
 unanswerable question (its best dev threshold just abstains: results/glue_suite/README.md).
 To show the v2.0 null-answer path learning at all, this writes a data directory whose
-squad/v2.0/train-v2.0.json holds the odd-numbered dev articles and dev-v2.0.json the
-even-numbered ones (training questions keep their first reference answer). No article is in both halves, so no paragraph or question is seen in
-training and scored. Scores on the even half are not comparable with the paper's (a
+squad/v2.0/train-v2.0.json holds the dev articles at odd (0-based) positions and
+dev-v2.0.json those at even ones; training questions keep their first reference answer.
+No article is in both halves, so no paragraph or question is both trained on and scored. Scores on the even half are not comparable with the paper's (a
 different, smaller training set and a different evaluation set).
 
     python results/glue_suite/squad2.0_dev_split/make_split.py $BERT_DATA_DIR /tmp/squad2_dev_split
