@@ -444,8 +444,9 @@ def run_plan(plan: Plan, output_dir: str, data_dir: str, echo: bool = True) -> d
                                                        ("cells", "tables", "info")}})
             continue
         if status == "n/a":
-            if (record or {}).get("status") != "unavailable" or record.get("reason") != run.unavailable:
-                # Rewritten only when the reason changes, so a re-run leaves results/ clean.
+            # Rewritten only when the reason changes, so a re-run leaves results/ clean.
+            known = (record or {}).get("status"), (record or {}).get("reason")
+            if known != ("unavailable", run.unavailable):
                 write_record(output_dir, {**_base_record(run, plan), "status": "unavailable",
                                           "reason": run.unavailable, "ended": _now()})
             final[run.run_id] = "unavailable"

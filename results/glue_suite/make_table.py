@@ -39,13 +39,14 @@ def main():
     data_dir = resolve_data_dir()
     rows = ["| Task | Metric (dev) | Result | Majority baseline | Train examples | Dev examples "
             "| Epochs | LR | Max seq | Wall time |", "|---|---|---|---|---|---|---|---|---|---|"]
+    runs = {}  # folder name -> metrics.json
     for path in sorted(glob.glob(os.path.join(HERE, "*", "metrics.json"))):
         with open(path) as f:
-            run = json.load(f)
+            runs[os.path.basename(os.path.dirname(path))] = json.load(f)
+    for name, run in runs.items():
         task, config = run["task"], run["config"]
         metrics = ", ".join(f"{k} {v:.2f}" for k, v in run["metrics"].items()
                             if isinstance(v, (int, float)) and not k.endswith("total"))
-        name = os.path.basename(os.path.dirname(path))
         label = task if name == task else f"{task} ({name})"
         baseline = majority(task, "dev", data_dir, run["metrics"])
         rows.append(f"| {label} | {run['main_metric']} | {metrics} | {baseline} "
@@ -54,23 +55,20 @@ def main():
                     f"| {run['learning_rate']} | {config['max_seq_length']} "
                     f"| {run['wall_seconds'] / 60:.1f} min |")
     print("\n".join(rows))
-    for line in grid_lines():
+    for line in grid_lines(runs):
         print(line)
 
 
-def grid_lines():
+def grid_lines(runs):
     """One line per learning-rate/seed grid: best on dev, and mean +- std per learning rate."""
-    for path in sorted(glob.glob(os.path.join(HERE, "*", "metrics.json"))):
-        with open(path) as f:
-            run = json.load(f)
+    for name, run in runs.items():
         grid = run.get("grid", {})
         if len(grid.get("runs", [])) < 2:
             continue
         key = grid["main_metric"]
-        per_lr = "; ".join(
-            f"lr {g['learning_rate']:g}: {g['mean'][key]:.2f} +- {g['std'][key]:.2f} (n={g['runs']})"
-            for g in grid["by_learning_rate"])
-        yield (f"\n{os.path.basename(os.path.dirname(path))} grid, {key}: best on dev "
+        per_lr = "; ".join(f"lr {g['learning_rate']:g}: {g['mean'][key]:.2f} +- "
+                           f"{g['std'][key]:.2f} (n={g['runs']})" for g in grid["by_learning_rate"])
+        yield (f"\n{name} grid, {key}: best on dev "
                f"{grid['best_value']:.2f} (lr {grid['best_learning_rate']:g}, seed "
                f"{grid['best_seed']}); mean +- std per learning rate: {per_lr}; "
                f"degenerate runs: {len(grid['degenerate_runs'])}")

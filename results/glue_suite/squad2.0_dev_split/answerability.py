@@ -3,9 +3,9 @@
     python results/glue_suite/squad2.0_dev_split/answerability.py /tmp/squad2_dev_split RUN_DIR
 
 Scores RUN_DIR/best_non_null_predictions.json (every question answered with its best span;
-glue_suite.run writes it for v2.0, and this folder's was taken from its
-nbest_predictions.json, written before it did) with the official v2.0 metric, so HasAns_f1 is the span
-head's quality alone, and reports how well null_odds.json ranks the unanswerable questions
+glue_suite.run writes it for v2.0; the two runs here predate that, so theirs were taken from
+nbest_predictions.json) with the official v2.0 metric, so HasAns_f1 is the span head's
+quality alone, and reports how well null_odds.json ranks the unanswerable questions
 (ROC AUC: 0.5 is chance, 1.0 a perfect threshold exists).
 """
 

@@ -5,8 +5,9 @@ unanswerable question (its best dev threshold just abstains: results/glue_suite/
 To show the v2.0 null-answer path learning at all, this writes a data directory whose
 squad/v2.0/train-v2.0.json holds the dev articles at odd (0-based) positions and
 dev-v2.0.json those at even ones; training questions keep their first reference answer.
-No article is in both halves, so no paragraph or question is both trained on and scored. Scores on the even half are not comparable with the paper's (a
-different, smaller training set and a different evaluation set).
+No article is in both halves, so no paragraph or question is both trained on and scored.
+Scores on the even half are not comparable with the paper's (a different, smaller training
+set and a different evaluation set).
 
     python results/glue_suite/squad2.0_dev_split/make_split.py $BERT_DATA_DIR /tmp/squad2_dev_split
 """
