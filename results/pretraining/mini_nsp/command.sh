@@ -1,4 +1,5 @@
 #!/bin/sh
+# Data: $BERT_DATA_DIR (default ../shared/data, where this run read it).
 # Run from the repository root. BERT-Mini (L4 H256 A4), MLM + NSP, on the 2-core CPU of
 # the build machine (shared with other jobs), ~65 minutes. Data: the output of
 # python -m bert_tf.create_pretraining_data over all of ../shared/data/pretraining
@@ -12,7 +13,7 @@
 nohup python -m bert_tf.pretrain --config mini --objective nsp \
   --train_files '/tmp/pretrain_data_128/part-000[0-2]*' \
   --eval_files /tmp/pretrain_data_128/part-00030-of-00031.tfrecord --eval_steps 40 \
-  --vocab_file /work/shared/data/bert_vocab/bert-base-uncased/vocab.txt \
+  --vocab_file ${BERT_DATA_DIR:-../shared/data}/bert_vocab/bert-base-uncased/vocab.txt \
   --model_dir results/pretraining/mini_nsp \
   --checkpoint_dir /tmp/pretrain_mini_ckpt/checkpoints --export_dir /tmp/pretrain_mini_ckpt/export \
   --strategy cpu --precision mixed_bfloat16 --global_batch_size 64 \

@@ -1,4 +1,5 @@
 #!/bin/sh
+# Data: $BERT_DATA_DIR (default ../shared/data, where this run read it).
 # Run from the repository root. BERT-Mini (L4 H256 A4), MLM + NSP, 2,600 steps x 64
 # sequences x 128 tokens (166k sequences, 21.3M tokens) on the 2-core CPU of the build
 # machine, which it shared with the reproduce harness for most of the run.
@@ -11,7 +12,7 @@
 nohup python -m bert_tf.pretrain --config mini --objective nsp \
   --train_files '/tmp/pt_train_128/part-*.tfrecord' \
   --eval_files '/tmp/pt_heldout_128/part-*.tfrecord' --eval_steps 40 \
-  --vocab_file /work/shared/data/bert_vocab/bert-base-uncased/vocab.txt \
+  --vocab_file ${BERT_DATA_DIR:-../shared/data}/bert_vocab/bert-base-uncased/vocab.txt \
   --model_dir results/pretraining/mini_nsp_2600 \
   --checkpoint_dir /tmp/pt_mini_2600/checkpoints --export_dir /tmp/pt_mini_2600/export \
   --strategy cpu --precision mixed_bfloat16 --global_batch_size 64 \
