@@ -37,7 +37,7 @@ import sys
 import time
 from typing import Optional
 
-from reproduce import hardware
+from bert_tf import provenance
 from reproduce.plan import STRATEGIES, TABLES, SCALES, Plan, Run, build_plan
 
 MODULES = ("bert_tf.create_pretraining_data", "bert_tf.pretrain", "glue_suite.run")
@@ -239,7 +239,8 @@ def _settings(run: Run) -> str:
                 f"lr {args['--learning_rate']}")
     s = info["settings"]
     parts = [info["task"], "<-", info["model"].get("size") or "default",
-             f"lr {','.join(f'{x:g}' for x in s['learning_rates'] or ['grid'])}",
+             "lr " + (",".join(f"{x:g}" for x in s["learning_rates"]) if s["learning_rates"]
+                      else "grid"),
              f"seeds {s['seeds']}"]
     if s["max_train_examples"]:
         parts.append(f"cap {s['max_train_examples']}")
@@ -403,8 +404,8 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
     record_dir = os.path.dirname(record_path(output_dir, run.run_id))
     os.makedirs(record_dir, exist_ok=True)
     started = time.time()
-    record.update(status="running", started=_now(), git=hardware.git_commit(),
-                  hardware=hardware.describe(), log="log.txt",
+    record.update(status="running", started=_now(), git=provenance.git_commit(),
+                  hardware=provenance.describe(), log="log.txt",
                   needs_ended={n: (load_record(output_dir, n) or {}).get("ended")
                                for n in run.needs})
     write_record(output_dir, record)

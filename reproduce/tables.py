@@ -27,7 +27,7 @@ from typing import Optional
 
 import pandas as pd
 
-from reproduce import hardware
+from bert_tf import provenance
 from reproduce import paper_numbers as paper
 from reproduce.plan import TABLES
 
@@ -304,7 +304,7 @@ def runs_frame(records: list) -> pd.DataFrame:
                      "estimate_s": r.get("estimate_s"), "started": r.get("started"),
                      "git_commit": (git.get("commit") or "")[:10] + ("+dirty" if git.get("dirty") else "")
                      if git.get("commit") else None,
-                     "hardware": hardware.summary(r["hardware"]) if r.get("hardware") else None,
+                     "hardware": provenance.summary(r["hardware"]) if r.get("hardware") else None,
                      "tables": ",".join(r.get("tables") or []), "command": r.get("command")})
     return pd.DataFrame(rows, columns=["run_id", "scale", "stage", "status", "reason",
                                        "wall_seconds", "estimate_s", "started", "git_commit",
