@@ -8,7 +8,7 @@ the official SQuAD scripts (MRPC accuracy 84.6, CoLA MCC 52.1, SQuAD F1 88.5).
 """
 
 import dataclasses
-from typing import Optional
+from typing import NamedTuple, Optional
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
@@ -39,6 +39,36 @@ class Hyperparams:
 
 
 @dataclasses.dataclass(frozen=True)
+class DataFile:
+    """One candidate file of a split.
+
+    Args:
+        path: relative to the data directory, in the standard layout of the data README.
+        note: set when the file stands in for the official one (a subset, a
+            reconstruction); readers log it and tables print it.
+    """
+    path: str
+    note: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueColumns:
+    """Columns of a GLUE TSV file."""
+    text_a: str
+    text_b: Optional[str]
+    labels: tuple[str, ...]  # label column names, the first one present is used
+    no_header: Optional[tuple[str, ...]] = None  # column names of header-less files
+
+
+class TaskSizes(NamedTuple):
+    """Official example counts (train, labelled evaluation, unlabelled test); for time
+    estimates only. MNLI's evaluation is matched + mismatched dev, its test adds AX."""
+    train: int
+    eval: int
+    test: int
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """What a task is: its output kind, labels, metrics, splits and defaults.
 
@@ -52,6 +82,13 @@ class TaskSpec:
         metrics: metric keys reported, named like the paper's columns.
         main_metric: the metric that picks the learning rate on dev.
         hparams: the paper's fine-tuning defaults.
+        display_name: the dataset as the paper's tables name it ("SQuAD v1.1").
+        files: split -> candidate files, official first (the first that exists is read).
+        sizes: official example counts.
+        source: key of `glue_suite.data_dir.SOURCES`: where the data is published.
+        columns: the columns of GLUE TSV files; None for other formats.
+        tfds_name: the tensorflow-datasets name (`--source tfds`); None where tfds
+            has no such dataset.
         eval_splits: labelled evaluation splits (MNLI has two: matched, mismatched).
         submission_files: unlabelled GLUE test split -> leaderboard file name.
     """
@@ -61,6 +98,12 @@ class TaskSpec:
     metrics: tuple[str, ...]
     main_metric: str
     hparams: Hyperparams
+    display_name: str
+    files: dict[str, tuple[DataFile, ...]]
+    sizes: TaskSizes
+    source: str = "glue"
+    columns: Optional[GlueColumns] = None
+    tfds_name: Optional[str] = None
     eval_splits: tuple[str, ...] = ("dev",)
     submission_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -85,52 +128,107 @@ _BINARY = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")
 
 
-def _glue(name, labels, metrics, main_metric, submission, kind=CLASSIFICATION):
-    return TaskSpec(name=name, kind=kind, labels=labels, metrics=metrics,
-                    main_metric=main_metric, hparams=_GLUE,
-                    submission_files={"test": submission})
+def _files(**splits) -> dict[str, tuple[DataFile, ...]]:
+    """split=path or split=(path, DataFile, ...) -> {split: (DataFile, ...)}."""
+    return {split: tuple(DataFile(p) if isinstance(p, str) else p
+                         for p in ((paths,) if isinstance(paths, str) else paths))
+            for split, paths in splits.items()}
+
+
+def _with_gz(path: str) -> tuple[str, str]:
+    return path, path + ".gz"
+
+
+def _glue(name, display_name, directory, columns, sizes, labels, metrics, main_metric,
+          kind=CLASSIFICATION):
+    return TaskSpec(
+        name=name, kind=kind, labels=labels, metrics=metrics, main_metric=main_metric,
+        hparams=_GLUE, display_name=display_name,
+        files=_files(**{s: f"glue_data/{directory}/{s}.tsv" for s in ("train", "dev", "test")}),
+        sizes=sizes, columns=columns, tfds_name=f"glue/{name}",
+        submission_files={"test": f"{display_name}.tsv"})
 
 
 # The paper reports F1 for MRPC and QQP, Spearman for STS-B, MCC for CoLA and accuracy
 # elsewhere (Table 1 caption); the other GLUE leaderboard numbers come along.
 TASKS: dict[str, TaskSpec] = {
-    "cola": _glue("cola", _BINARY, ("mcc",), "mcc", "CoLA.tsv"),
-    "sst2": _glue("sst2", _BINARY, ("accuracy",), "accuracy", "SST-2.tsv"),
-    "mrpc": _glue("mrpc", _BINARY, ("f1", "accuracy"), "f1", "MRPC.tsv"),
-    "stsb": _glue("stsb", (), ("pearson", "spearman"), "spearman", "STS-B.tsv",
+    # CoLA train/dev have no header: source, label, original label ("*"), sentence.
+    "cola": _glue("cola", "CoLA", "CoLA",
+                  GlueColumns("sentence", None, ("label",),
+                              no_header=("source", "label", "original_label", "sentence")),
+                  TaskSizes(8551, 1043, 1063), _BINARY, ("mcc",), "mcc"),
+    "sst2": _glue("sst2", "SST-2", "SST-2", GlueColumns("sentence", None, ("label",)),
+                  TaskSizes(67349, 872, 1821), _BINARY, ("accuracy",), "accuracy"),
+    "mrpc": _glue("mrpc", "MRPC", "MRPC", GlueColumns("#1 String", "#2 String", ("Quality",)),
+                  TaskSizes(3668, 408, 1725), _BINARY, ("f1", "accuracy"), "f1"),
+    "stsb": _glue("stsb", "STS-B", "STS-B", GlueColumns("sentence1", "sentence2", ("score",)),
+                  TaskSizes(5749, 1500, 1379), (), ("pearson", "spearman"), "spearman",
                   kind=REGRESSION),
-    "qqp": _glue("qqp", _BINARY, ("f1", "accuracy"), "f1", "QQP.tsv"),
+    "qqp": _glue("qqp", "QQP", "QQP", GlueColumns("question1", "question2", ("is_duplicate",)),
+                 TaskSizes(363846, 40430, 390965), _BINARY, ("f1", "accuracy"), "f1"),
     # One model, two dev sets; its test predictions fill three submission files
-    # (the diagnostic set AX is predicted by the MNLI model).
+    # (the diagnostic set AX is predicted by the MNLI model). GLUE's MNLI files have
+    # label1 ... gold_label; the 20k train subset has `label`.
     "mnli": TaskSpec(
         name="mnli", kind=CLASSIFICATION,
         labels=("contradiction", "entailment", "neutral"),  # google-research/bert's order
-        metrics=("accuracy",), main_metric="accuracy", hparams=_GLUE,
-        eval_splits=("dev_matched", "dev_mismatched"),
+        metrics=("accuracy",), main_metric="accuracy", hparams=_GLUE, display_name="MNLI",
+        files=_files(
+            train=("glue_data/MNLI/train.tsv",
+                   DataFile("glue_data/MNLI/train.random-subset-20000.tokenized.tsv",
+                            "MNLI train: the 20k-pair PTB-tokenized subset (5% of 393k)")),
+            dev_matched=("glue_data/MNLI/dev_matched.tsv",
+                         "multinli_1.0/multinli_1.0_dev_matched.csv"),
+            dev_mismatched=("glue_data/MNLI/dev_mismatched.tsv",
+                            "multinli_1.0/multinli_1.0_dev_mismatched.csv"),
+            test_matched="glue_data/MNLI/test_matched.tsv",
+            test_mismatched="glue_data/MNLI/test_mismatched.tsv",
+            ax="glue_data/diagnostic/diagnostic.tsv"),
+        sizes=TaskSizes(392702, 19647, 20747), source="mnli",
+        columns=GlueColumns("sentence1", "sentence2", ("gold_label", "label")),
+        tfds_name="glue/mnli", eval_splits=("dev_matched", "dev_mismatched"),
         submission_files={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv",
                           "ax": "AX.tsv"}),
-    "qnli": _glue("qnli", _NLI2, ("accuracy",), "accuracy", "QNLI.tsv"),
-    "rte": _glue("rte", _NLI2, ("accuracy",), "accuracy", "RTE.tsv"),
-    "wnli": _glue("wnli", _BINARY, ("accuracy",), "accuracy", "WNLI.tsv"),
+    "qnli": _glue("qnli", "QNLI", "QNLI", GlueColumns("question", "sentence", ("label",)),
+                  TaskSizes(104743, 5463, 5463), _NLI2, ("accuracy",), "accuracy"),
+    "rte": _glue("rte", "RTE", "RTE", GlueColumns("sentence1", "sentence2", ("label",)),
+                 TaskSizes(2490, 277, 3000), _NLI2, ("accuracy",), "accuracy"),
+    "wnli": _glue("wnli", "WNLI", "WNLI", GlueColumns("sentence1", "sentence2", ("label",)),
+                  TaskSizes(635, 71, 146), _BINARY, ("accuracy",), "accuracy"),
     # "We fine-tune for 3 epochs with a learning rate of 5e-5 and a batch size of 32."
     # Windows of 384 tokens, stride 128, questions cut at 64 (google-research/bert).
     "squad1.1": TaskSpec(
         name="squad1.1", kind=SPAN, labels=(), metrics=("exact_match", "f1"),
         main_metric="f1",
         hparams=Hyperparams(batch_size=32, epochs=3, learning_rates=(5e-5,),
-                            max_seq_length=384, doc_stride=128, max_query_length=64)),
+                            max_seq_length=384, doc_stride=128, max_query_length=64),
+        display_name="SQuAD v1.1",
+        files=_files(train=(*_with_gz("squad/v1.1/train-v1.1.json"),
+                            DataFile("squad/v1.1/train-v1.1.reconstructed.json.gz",
+                                     "SQuAD v1.1 train: reconstructed (synthetic ids, "
+                                     "answer_start inferred)")),
+                     dev=_with_gz("squad/v1.1/dev-v1.1.json")),
+        sizes=TaskSizes(87599, 10570, 0), source="squad", tfds_name="squad/v1.1"),
     # "We fine-tuned for 2 epochs with a learning rate of 5e-5 and a batch size of 48."
     "squad2.0": TaskSpec(
         name="squad2.0", kind=SPAN, labels=(), metrics=("exact", "f1"), main_metric="f1",
         hparams=Hyperparams(batch_size=48, epochs=2, learning_rates=(5e-5,),
-                            max_seq_length=384, doc_stride=128, max_query_length=64)),
+                            max_seq_length=384, doc_stride=128, max_query_length=64),
+        display_name="SQuAD v2.0",
+        files=_files(train=_with_gz("squad/v2.0/train-v2.0.json"),
+                     dev=_with_gz("squad/v2.0/dev-v2.0.json")),
+        sizes=TaskSizes(130319, 11873, 0), source="squad", tfds_name="squad/v2.0"),
     # "We fine-tune the model for 3 epochs with a learning rate of 2e-5 and a batch size
     # of 16." The paper gives no sequence length; 128 as for GLUE is our choice.
+    # tensorflow-datasets has no SWAG (its hellaswag is another dataset).
     "swag": TaskSpec(
         name="swag", kind=MULTIPLE_CHOICE, labels=("0", "1", "2", "3"),
         metrics=("accuracy",), main_metric="accuracy",
         hparams=Hyperparams(batch_size=16, epochs=3, learning_rates=(2e-5,),
-                            max_seq_length=128)),
+                            max_seq_length=128),
+        display_name="SWAG",
+        files=_files(train="swag/train.csv", dev="swag/val.csv", test="swag/test.csv"),
+        sizes=TaskSizes(73546, 20006, 0), source="swag"),
     # The paper gives no NER fine-tuning hyperparameters. Our choice, inside Appendix
     # A.3's recommended ranges: batch 32, 3 epochs, lr from {5e-5, 3e-5, 2e-5} picked on
     # dev (eng.testa), 128-token windows. Tags are BIO (readers convert IOB1 files).
@@ -141,7 +239,12 @@ TASKS: dict[str, TaskSpec] = {
         metrics=("ner_f1", "ner_precision", "ner_recall"), main_metric="ner_f1",
         eval_splits=("dev", "test"),
         hparams=Hyperparams(batch_size=32, epochs=3, learning_rates=(5e-5, 3e-5, 2e-5),
-                            max_seq_length=128)),
+                            max_seq_length=128),
+        display_name="CoNLL-2003",
+        files=_files(train=("conll2003/eng.train", "conll2003/bio/train.txt"),
+                     dev=("conll2003/eng.testa", "conll2003/bio/valid.txt"),
+                     test=("conll2003/eng.testb", "conll2003/bio/test.txt")),
+        sizes=TaskSizes(14041, 6703, 0), source="conll2003", tfds_name="conll2003"),
 }
 
 
