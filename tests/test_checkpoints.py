@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import (assign_weights, collect_weights, load_encoder, name_map,
-                                 read_checkpoint, save_checkpoint, save_tf1_checkpoint)
+                                 read_checkpoint, save_checkpoint)
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
@@ -144,20 +144,20 @@ def assert_same_weights(a, b, heads=True):
 
 
 def test_tf1_checkpoint_with_original_names_loads_back(tmp_path, vocab_file):
+    """A TF1 checkpoint written by TensorFlow's own saver under the original names."""
     import tensorflow as tf
     source = tiny_model(1)
-    directory = str(tmp_path / "google")
-    prefix = save_tf1_checkpoint(directory, TINY, collect_weights(source, heads=True), vocab_file,
-                                 heads=True)
-    names = dict(tf.train.list_variables(prefix))
-    # The original google-research/bert names and shapes.
-    assert names["bert/encoder/layer_0/attention/self/query/kernel"] == [8, 8]
-    assert names["bert/embeddings/word_embeddings"] == [12, 8]
-    assert names["cls/seq_relationship/output_weights"] == [2, 8]
-    assert names["cls/predictions/output_bias"] == [12]
-    assert names["bert/encoder/layer_1/output/LayerNorm/gamma"] == [8]
-    assert len(names) == len(name_map(2, heads=True))
-    checkpoint = read_checkpoint(directory, heads=True)
+    directory = tmp_path / "google"
+    directory.mkdir()
+    weights = collect_weights(source, heads=True)
+    variables = {row.tf1: tf.Variable(weights[row.ours].T if row.tf1_transposed
+                                      else weights[row.ours]) for row in name_map(2, heads=True)}
+    tf.compat.v1.train.Saver(variables).save(None, str(directory / "bert_model.ckpt"),
+                                             write_meta_graph=False)
+    (directory / "bert_config.json").write_text(json.dumps(
+        {k: v for k, v in TINY.to_dict().items() if k not in ("layer_norm_eps", "causal")}))
+    shutil.copyfile(vocab_file, directory / "vocab.txt")
+    checkpoint = read_checkpoint(str(directory), heads=True)
     assert checkpoint.format == "tf1" and checkpoint.config == TINY
     target = tiny_model(2)
     assign_weights(target, checkpoint.weights, heads=True)
@@ -250,3 +250,19 @@ def test_foreign_checkpoint_missing_a_variable_names_it(tmp_path, vocab_file):
     shutil.copyfile(vocab_file, directory / "vocab.txt")
     with pytest.raises(ValueError, match=r"1 of .* missing.*encoder.layer.1.attention.self.key.bias"):
         read_checkpoint(str(directory))
+
+
+def test_heads_none_reads_the_heads_present_and_refuses_half_a_head(tmp_path, vocab_file):
+    from safetensors.numpy import load_file, save_file
+    source = tiny_model(10)
+    directory = tmp_path / "ours"
+    save_checkpoint(str(directory), {"encoder": source["encoder"], "mlm": source["mlm"]},
+                    vocab_file, lower_case=True, heads=True)
+    checkpoint = read_checkpoint(str(directory), heads=None)
+    assert checkpoint.heads == ("mlm",)
+    assert set(checkpoint.weights) == {row.ours for row in name_map(2, heads=("mlm",))}
+    weights = load_file(str(directory / "weights.safetensors"))
+    del weights["mlm.output_bias"]
+    save_file(weights, str(directory / "weights.safetensors"))
+    with pytest.raises(ValueError, match=r"1 of .* missing.*mlm.output_bias"):
+        read_checkpoint(str(directory), heads=None)
