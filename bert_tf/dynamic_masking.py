@@ -10,7 +10,8 @@ features are replaced), then
     masking = DynamicMasking(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
                              special_ids=[tokenizer.cls_id, tokenizer.sep_id,
                                           tokenizer.pad_id])
-    dataset = make_pretraining_dataset(..., seed=seed, dynamic_masking=masking)
+    dataset = pretraining_dataset.make_pretraining_dataset(..., seed=seed,
+                                                       dynamic_masking=masking)
 
 The outputs are the static records' features: `input_ids` with the replacements,
 `masked_lm_positions` / `masked_lm_ids` / `masked_lm_weights` [B, P] (ascending

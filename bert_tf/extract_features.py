@@ -15,7 +15,6 @@ it is encoded as `[CLS] [SEP]`, so every line keeps its index.
 
 import argparse
 import json
-import os
 import re
 import sys
 
@@ -23,6 +22,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from bert_tf.checkpoints import load_encoder
+from bert_tf.files import atomic_open
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 
 PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's separator
@@ -122,12 +122,10 @@ def main(argv=None):
     preprocessor = BertPreprocessor(tokenizer, args.max_seq_length)
     layer_positions(layers, checkpoint.config.num_hidden_layers)  # fail before reading input
     examples = read_lines(args.input_file)
-    tmp = args.output_file + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
+    with atomic_open(args.output_file) as out:  # no half-written file if interrupted
         for index, features in extract(encoder, preprocessor, tokenizer, examples, layers,
                                        args.batch_size):
             out.write(json.dumps({"linex_index": index, "features": features}) + "\n")
-    os.replace(tmp, args.output_file)
     print(f"wrote {len(examples)} lines to {args.output_file}", file=sys.stderr)
 
 

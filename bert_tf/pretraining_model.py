@@ -24,8 +24,7 @@ from keras import ops
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
-
-OBJECTIVES = ("nsp", "no_nsp", "ltr")
+from bert_tf.pretraining_instances import OBJECTIVES
 
 # What `loss_sums` returns; every value is a float32 scalar summed over the batch.
 SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")

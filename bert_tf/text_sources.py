@@ -45,7 +45,9 @@ from typing import Iterator
 import sentencex
 
 MAX_LINE_BYTES = 1 << 16  # the longest line in the shared corpus is 6 KB
-MAX_DOCUMENT_SENTENCES = 10_000  # a long novel has ~10k sentences
+# A long novel has ~10k sentences; pieces of 1000 bound what a create_pretraining_data
+# worker holds (no instance spans two pieces).
+MAX_DOCUMENT_SENTENCES = 1000
 _DETECT_LINES = 1000  # old Gutenberg headers ("the small print") run to a few hundred
 
 _GUTENBERG_START = re.compile(r"^\s*\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.I)

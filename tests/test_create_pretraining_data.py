@@ -1,4 +1,5 @@
-"""Tests of bert_tf.create_pretraining_data and bert_tf.text_sources.
+"""Tests of bert_tf.create_pretraining_data, through the records it writes (read back
+with bert_tf.pretraining_dataset).
 
 The synthetic corpus makes every token tell where it came from: sentence s of document
 d is "dDsS dDsS ... ." (the token `dDsS` repeated), so an instance can be traced back to
@@ -17,7 +18,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import create_pretraining_data as cpd
-from bert_tf import text_sources
+from bert_tf.pretraining_dataset import (decode_record, feature_spec,
+                                         make_pretraining_dataset)
+from bert_tf.pretraining_instances import DataConfig
 
 NUM_DOCS, NUM_SENTENCES = 200, 40
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -77,7 +80,7 @@ def run(files, vocab_file, output_dir, **config):
               **config}
     num_workers = config.pop("num_workers", 1)
     return cpd.create_pretraining_data(files, vocab_file, str(output_dir),
-                                       cpd.DataConfig(**config), num_workers=num_workers,
+                                       DataConfig(**config), num_workers=num_workers,
                                        shard_size=700, progress=False)
 
 
@@ -414,48 +417,15 @@ def test_input_patterns(corpus, tmp_path):
     with pytest.raises(SystemExit, match="matches no file"):
         cpd.main(["--input_files", f"{tmp_path}/nothing*", "--vocab_file", "v",
                   "--output_dir", str(tmp_path)])
+    args = cpd.build_parser().parse_args(["--input_files", f"{root}/*.txt", "--vocab_file",
+                                          "v", "--output_dir", str(tmp_path)])
+    assert (args.input_files, args.objective, args.dupe_factor) == (f"{root}/*.txt", "nsp", 10)
 
 
 def test_existing_shards_are_not_overwritten_silently(corpus, vocab_file, tmp_path):
     run(corpus[:1], vocab_file, tmp_path)
     with pytest.raises(ValueError, match="already holds"):
         run(corpus[:1], vocab_file, tmp_path)
-
-
-def test_bad_config_is_refused():
-    with pytest.raises(ValueError, match="mask_rates"):
-        cpd.DataConfig(mask_rates=(0.8, 0.1, 0.2))
-    with pytest.raises(ValueError, match="objective"):
-        cpd.DataConfig(objective="mlm")
-
-
-# ---------------------------------------------------------------------------------
-# Pieces of the algorithm
-
-def test_truncate_seq_pair_is_longest_first_from_either_end():
-    rng = random.Random(0)
-    fronts = backs = 0
-    for _ in range(200):
-        a, b = list(range(10)), list(range(100, 104))
-        cpd.truncate_seq_pair(a, b, 8, rng)
-        assert len(a) == 4 and b == [100, 101, 102, 103]  # only A was longer
-        fronts += a[0] > 0
-        backs += a[-1] < 9
-    assert fronts > 150 and backs > 150  # both ends lose tokens
-    a, b = [1, 2, 3], [4, 5, 6]
-    cpd.truncate_seq_pair(a, b, 5, rng)
-    assert len(a) == 3 and len(b) == 2  # a tie is taken from B
-
-
-def test_random_document_pool_is_bounded_and_moves_on():
-    documents = (((f, 0), [[f] * 10]) for f in range(1000))  # 10 tokens each
-    pool = cpd.RandomDocumentPool(documents, max_documents=5, max_tokens=30)
-    sources = [s for s, _, _ in pool._window]
-    assert sources == [(0, 0), (1, 0), (2, 0)]  # filled to 30 tokens
-    pool.advance(25)
-    assert [s for s, _, _ in pool._window] == [(3, 0), (4, 0), (5, 0)]
-    rng = random.Random(0)
-    assert all(pool.sample(rng, avoid=(4, 0))[0] != (4, 0) for _ in range(50))
 
 
 # ---------------------------------------------------------------------------------
@@ -465,7 +435,7 @@ def test_decode_record_and_dataset(nsp_run):
     out, metadata, r = nsp_run
     pattern = os.path.join(out, "part-*.tfrecord")
     def first_batches(seed):
-        ds = cpd.make_pretraining_dataset(pattern, 32, T, P, is_training=True, seed=seed)
+        ds = make_pretraining_dataset(pattern, 32, T, P, is_training=True, seed=seed)
         return list(ds.take(3))
 
     batches = first_batches(seed=1)
@@ -478,14 +448,14 @@ def test_decode_record_and_dataset(nsp_run):
         np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
 
     n = metadata["num_instances"]
-    evaluation = cpd.make_pretraining_dataset(pattern, 16, T, P, is_training=False)
+    evaluation = make_pretraining_dataset(pattern, 16, T, P, is_training=False)
     assert sum(1 for _ in evaluation) == n // 16  # once, whole batches only
     # Two input pipelines (tf.distribute) read disjoint sets of shards, per-replica
     # batches of 16 / 2.
     read = collections.Counter()
     for pipeline in range(2):
         context = tf.distribute.InputContext(2, pipeline, 2)
-        ds = cpd.make_pretraining_dataset(pattern, 16, T, P, False, input_context=context)
+        ds = make_pretraining_dataset(pattern, 16, T, P, False, input_context=context)
         batches = [x["input_ids"].numpy() for x in ds]
         assert batches[0].shape == (8, T)
         read.update(row.tobytes() for x in batches for row in x)
@@ -496,101 +466,14 @@ def test_decode_record_and_dataset(nsp_run):
     # Fewer shards than pipelines: the records are split instead.
     one_shard = os.path.join(out, metadata["shards"][0]["file"])
     for i in range(2):
-        ds = cpd.make_pretraining_dataset(one_shard, 2, T, P, False,
+        ds = make_pretraining_dataset(one_shard, 2, T, P, False,
                                           input_context=tf.distribute.InputContext(2, i, 2))
         num_read = sum(len(x["input_ids"]) for x in ds)
         assert abs(num_read - metadata["shards"][0]["instances"] / 2) <= 1
 
     serialized = next(iter(tf.data.TFRecordDataset(glob.glob(pattern)[0])))  # scalar
-    single = cpd.decode_record(serialized, T, P)
+    single = decode_record(serialized, T, P)
     assert single["input_ids"].shape == (T,) and single["input_ids"].dtype == tf.int32
-
-
-def test_records_written_like_the_original_decode(tmp_path):
-    """A record built field by field as the original writer does it."""
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-    ids = [CLS, 10, MASK, SEP, 12, SEP] + [0] * (T - 6)
-    feature = collections.OrderedDict()
-    feature["input_ids"] = ints(ids)
-    feature["input_mask"] = ints([1] * 6 + [0] * (T - 6))
-    feature["segment_ids"] = ints([0, 0, 0, 0, 1, 1] + [0] * (T - 6))
-    feature["masked_lm_positions"] = ints([2] + [0] * (P - 1))
-    feature["masked_lm_ids"] = ints([11] + [0] * (P - 1))
-    feature["masked_lm_weights"] = tf.train.Feature(
-        float_list=tf.train.FloatList(value=[1.0] + [0.0] * (P - 1)))
-    feature["next_sentence_labels"] = ints([1])
-    record = tf.train.Example(features=tf.train.Features(feature=feature))
-    path = str(tmp_path / "original.tfrecord")
-    with tf.io.TFRecordWriter(path) as w:
-        w.write(record.SerializeToString())
-    batch = next(iter(cpd.make_pretraining_dataset(path, 1, T, P, is_training=True)))
-    assert batch["input_ids"].numpy().tolist() == [ids]
-    assert batch["masked_lm_ids"].numpy()[0, 0] == 11
-    assert batch["next_sentence_labels"].numpy().tolist() == [[1]]
-
-
-# ---------------------------------------------------------------------------------
-# text_sources
-
-def test_wiki_documents(tmp_path):
-    path = tmp_path / "wiki_00"
-    path.write_text(
-        '<doc id="1" url="?curid=1" title="Stub">\nStub\n\n</doc>\n'
-        '<doc id="2" url="?curid=2" title="AT&amp;T">\nAT&T\n\n'
-        "AT&T is a company. It was founded by Mr. Bell in 1885.\nHistory.\n"
-        "It grew.\n</doc>\n"
-        '<doc id="3" title="No end">\nNo end\nA line without an end tag.\n')
-    stats = collections.Counter()
-    assert text_sources.detect_format(str(path)) == "wiki"
-    docs = list(text_sources.read_documents(str(path), stats))
-    assert docs == [
-        (0, ["AT&T is a company.", "It was founded by Mr. Bell in 1885.", "History.",
-             "It grew."]),
-        (1, ["A line without an end tag."])]
-    assert stats["empty_documents"] == 1 and stats["documents"] == 2
-
-
-def test_gutenberg_book(tmp_path):
-    path = tmp_path / "pg1.txt"
-    text = ("\ufeffThe Project Gutenberg EBook of Tests\r\n\r\nTitle: Tests\r\n"
-            "*** START OF THIS PROJECT GUTENBERG EBOOK TESTS ***\r\n\r\n"
-            "Produced by A Volunteer\r\n\r\nCHAPTER I.\r\n\r\n"
-            "It was a dark\r\nand stormy night. The rain\r\nfell.\r\n\r\n"
-            "“Who is there?” said he.\r\n\r\n"
-            "End of the Project Gutenberg EBook of Tests\r\n"
-            "*** END OF THIS PROJECT GUTENBERG EBOOK TESTS ***\r\nLicence text.\r\n")
-    path.write_bytes(text.encode("utf-8"))
-    assert text_sources.detect_format(str(path)) == "gutenberg"
-    docs = list(text_sources.read_documents(str(path), collections.Counter()))
-    assert docs == [(0, ["CHAPTER I.", "It was a dark and stormy night.", "The rain fell.",
-                         "“Who is there?” said he."])]
-
-
-def test_lines_documents_and_long_documents(tmp_path):
-    path = tmp_path / "lines.txt"
-    path.write_text("Project Gutenberg is mentioned.\nOne sentence. Not split.\n\n\n"
-                    + "".join(f"s{i}\n" for i in range(25)))
-    assert text_sources.detect_format(str(path)) == "lines"
-    stats = collections.Counter()
-    docs = list(text_sources.read_documents(str(path), stats, max_document_sentences=10))
-    assert docs[0] == (0, ["Project Gutenberg is mentioned.", "One sentence. Not split."])
-    assert [(i, len(s)) for i, s in docs[1:]] == [(1, 10), (1, 10), (1, 5)]  # one document
-    assert stats["documents"] == 2 and stats["empty_documents"] == 0
-
-
-def test_long_lines_are_cut_between_words_and_characters(tmp_path):
-    path = tmp_path / "long.txt"
-    words = ("é" * 30 + " ") * 10  # 610 bytes
-    path.write_bytes(f"{words}\n{'ü' * 100}\nshort\n".encode())
-    stats = collections.Counter()
-    lines = list(text_sources.read_lines(str(path), stats, max_line_bytes=100))
-    assert lines[-1] == "short" and all(len(line.encode()) <= 200 for line in lines)
-    e_pieces, u_pieces = lines[:-1][:-3], lines[:-1][-3:]  # 610 bytes -> 7, 200 -> 3
-    assert "".join(e_pieces) == words and all(p.endswith(" ") for p in e_pieces)
-    assert "".join(u_pieces) == "ü" * 100  # no character cut in two
-    assert stats["long_lines_split"] == 2 and stats["invalid_utf8_lines"] == 0
 
 
 # ---------------------------------------------------------------------------------
@@ -602,13 +485,13 @@ def test_real_wikipedia_and_gutenberg_files(data_dir, tmp_path):
              os.path.join(data_dir, "pretraining", "gutenberg", "pg1080.txt")]
     vocab = os.path.join(data_dir, "bert_vocab", "bert-base-uncased", "vocab.txt")
     metadata = cpd.create_pretraining_data(
-        files, vocab, str(tmp_path), cpd.DataConfig(dupe_factor=1), progress=False)
+        files, vocab, str(tmp_path), DataConfig(dupe_factor=1), progress=False)
     counts = metadata["counts"]
     assert counts["documents"] > 400 and counts["empty_documents"] > 500  # redirects
     assert counts["invalid_utf8_lines"] == 0 and not metadata["skipped"]
     records = [r.numpy() for f in sorted(glob.glob(str(tmp_path / "part-*")))
                for r in tf.data.TFRecordDataset(f)]
-    parsed = tf.io.parse_example(records, cpd.feature_spec(128, 20))
+    parsed = tf.io.parse_example(records, feature_spec(128, 20))
     lengths = parsed["input_mask"].numpy().sum(1)
     assert len(records) == metadata["num_instances"] > 800
     assert 0.47 < parsed["next_sentence_labels"].numpy().mean() < 0.6

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import create_pretraining_data as cpd
 from bert_tf.dynamic_masking import DynamicMasking
+from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset
+from bert_tf.pretraining_instances import Instance
 
 VOCAB_SIZE, PAD, CLS, SEP, MASK = 1000, 0, 2, 3, 4
 T, P = 128, 20
@@ -122,10 +123,10 @@ def write_unmasked_records(path, batch):
     with tf.io.TFRecordWriter(path) as writer:
         for i in range(len(batch["input_ids"])):
             n = batch["input_mask"][i].sum()
-            instance = cpd.Instance(batch["input_ids"][i, :n].tolist(),
-                                    batch["segment_ids"][i, :n].tolist(), [], [],
-                                    int(batch["next_sentence_labels"][i, 0]))
-            writer.write(cpd.instance_to_example(instance, T, P).SerializeToString())
+            instance = Instance(batch["input_ids"][i, :n].tolist(),
+                                batch["segment_ids"][i, :n].tolist(), [], [],
+                                int(batch["next_sentence_labels"][i, 0]))
+            writer.write(instance_to_example(instance, T, P).SerializeToString())
 
 
 def test_in_the_input_pipeline(tmp_path):
@@ -135,8 +136,8 @@ def test_in_the_input_pipeline(tmp_path):
     write_unmasked_records(path, packed_batch(64, seed=3))
 
     def positions(seed, is_training=False, num_batches=4):
-        ds = cpd.make_pretraining_dataset(path, 16, T, P, is_training, seed=seed,
-                                          dynamic_masking=make_masking())
+        ds = make_pretraining_dataset(path, 16, T, P, is_training, seed=seed,
+                                      dynamic_masking=make_masking())
         batches = list(ds.take(num_batches))
         assert batches[0]["input_ids"].shape == (16, T)
         assert batches[0]["masked_lm_positions"].dtype == tf.int32
@@ -148,8 +149,8 @@ def test_in_the_input_pipeline(tmp_path):
 
     # Training: a record seen again (a later epoch) is masked anew. Records are
     # recognised by their length and A/B split.
-    ds = cpd.make_pretraining_dataset(path, 64, T, P, True, seed=7,
-                                      dynamic_masking=make_masking())
+    ds = make_pretraining_dataset(path, 64, T, P, True, seed=7,
+                                  dynamic_masking=make_masking())
     seen = collections.defaultdict(list)
     for b in ds.take(8):  # 8 epochs' worth
         for i in range(64):
@@ -165,8 +166,8 @@ def test_masks_survive_an_iterator_checkpoint(tmp_path):
     with the masks the uninterrupted one would have made."""
     path = str(tmp_path / "unmasked.tfrecord")
     write_unmasked_records(path, packed_batch(64, seed=8))
-    dataset = cpd.make_pretraining_dataset(path, 16, T, P, True, seed=3,
-                                           dynamic_masking=make_masking())
+    dataset = make_pretraining_dataset(path, 16, T, P, True, seed=3,
+                                       dynamic_masking=make_masking())
     iterator = iter(dataset)
     next(iterator)
     checkpoint = tf.train.Checkpoint(iterator=iterator)

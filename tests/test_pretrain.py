@@ -33,8 +33,11 @@ except RuntimeError:  # another test module initialised TensorFlow first
 
 from bert_tf import distribute  # noqa: E402
 from bert_tf.checkpoints import read_checkpoint  # noqa: E402
-from bert_tf.create_pretraining_data import Instance, instance_to_example  # noqa: E402
-from bert_tf.pretrain import PretrainConfig, Trainer, main, pretrain  # noqa: E402
+from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
+from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
+from bert_tf.pretraining_dataset import instance_to_example  # noqa: E402
+from bert_tf.pretraining_instances import Instance  # noqa: E402
+from bert_tf.trainer import Trainer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_SIZE, FIRST_WORD, MASK_ID = 40, 5, 4
@@ -357,6 +360,9 @@ def test_bad_configurations():
     with pytest.raises(SystemExit, match="--tpu"):
         main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v", "--model_dir", "d",
               "--strategy", "tpu"])
+    # The command line is the config's fields, plus the model size and the strategy.
+    args = build_parser().parse_args(cli_args(PretrainConfig("tiny", "nsp", "x", "v", "d")))
+    assert (args.config, args.objective, args.strategy) == ("tiny", "nsp", "cpu")
 
 
 def test_batch_must_split_over_replicas_and_micro_batches(data, tmp_path):

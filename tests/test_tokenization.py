@@ -389,17 +389,6 @@ def test_preprocessor_in_tf_data_tf_function_and_saved_model(tmp_path, tiny_voca
 
 # --- Parity with Hugging Face on real data ---
 
-DATA_DIR = pathlib.Path(os.environ.get(
-    "BERT_DATA_DIR", pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"))
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    if not (DATA_DIR / "bert_vocab").is_dir():
-        pytest.skip(f"real data not found at {DATA_DIR}")
-    return DATA_DIR
-
-
 def _tsv_column(path, column, header=True):
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
@@ -468,8 +457,9 @@ def _hf_slow_tokenizer(vocab_file, lower_case):
 @pytest.mark.parametrize("vocab_name,lower_case,n", [
     ("bert-base-uncased", True, 20000), ("bert-base-cased", False, 10000)])
 def test_parity_with_hugging_face_on_real_text(data_dir, vocab_name, lower_case, n):
-    vocab_file = str(data_dir / "bert_vocab" / vocab_name / "vocab.txt")
-    lines = real_lines(data_dir, n, seed=0)
+    root = pathlib.Path(data_dir)  # conftest's fixture: BERT_DATA_DIR
+    vocab_file = str(root / "bert_vocab" / vocab_name / "vocab.txt")
+    lines = real_lines(root, n, seed=0)
     assert len(lines) >= n - 5
     tok = BertTokenizer(vocab_file, lower_case=lower_case)
     hf = _hf_slow_tokenizer(vocab_file, lower_case)
@@ -489,8 +479,9 @@ def test_parity_with_hugging_face_on_real_text(data_dir, vocab_name, lower_case,
 
 @pytest.mark.slow
 def test_pretokenized_conll_words_match_hugging_face(data_dir):
-    vocab_file = str(data_dir / "bert_vocab/bert-base-cased/vocab.txt")
-    sentences = _conll_sentences(data_dir / "conll2003/eng.testa")[:1500]
+    root = pathlib.Path(data_dir)
+    vocab_file = str(root / "bert_vocab/bert-base-cased/vocab.txt")
+    sentences = _conll_sentences(root / "conll2003/eng.testa")[:1500]
     tok = BertTokenizer(vocab_file, lower_case=False)
     hf = _hf_slow_tokenizer(vocab_file, False)
     ours = tok.tokenize_pretokenized(sentences).to_list()
@@ -500,7 +491,7 @@ def test_pretokenized_conll_words_match_hugging_face(data_dir):
 
 @pytest.mark.slow
 def test_known_differences_from_hugging_face(data_dir):
-    vocab_file = str(data_dir / "bert_vocab/bert-base-cased/vocab.txt")
+    vocab_file = str(pathlib.Path(data_dir) / "bert_vocab/bert-base-cased/vocab.txt")
     vocab = load_vocab(vocab_file)
     tok = BertTokenizer(vocab_file, lower_case=False)
     hf = _hf_slow_tokenizer(vocab_file, False)

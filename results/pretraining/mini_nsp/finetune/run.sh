@@ -1,13 +1,5 @@
 #!/usr/bin/env bash
 # Fine-tune the BERT-Mini pretrained here (export of results/pretraining/mini_nsp/command.sh)
 # on MRPC and SST-2 through glue_suite, to show the exported checkpoint is usable.
-set -u
-cd "$(dirname "$0")/../../../.."
-CKPT=${CKPT:-/tmp/pretrain_mini_ckpt/export}
-OUT=results/pretraining/mini_nsp/finetune
-python -m glue_suite.run --task mrpc --init_checkpoint "$CKPT" --learning_rates 1e-4 --seeds 1 \
-  --epochs 3 --max_seq_length 128 --verbose 2 --no_test_predictions \
-  --cache_dir /tmp/glue_cache --output_dir $OUT/mrpc > /tmp/ft_mini_mrpc.log 2>&1
-python -m glue_suite.run --task sst2 --init_checkpoint "$CKPT" --learning_rates 1e-4 --seeds 1 \
-  --epochs 2 --max_seq_length 64 --max_train_examples 10000 --verbose 2 --no_test_predictions \
-  --cache_dir /tmp/glue_cache --output_dir $OUT/sst2 > /tmp/ft_mini_sst2.log 2>&1
+exec bash "$(dirname "$0")/../../finetune.sh" "${CKPT:-/tmp/pretrain_mini_ckpt/export}" \
+  results/pretraining/mini_nsp/finetune /tmp/ft_mini

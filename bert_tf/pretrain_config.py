@@ -1,0 +1,142 @@
+"""The configuration of a pretraining run: one frozen dataclass, checked when made.
+
+`python -m bert_tf.pretrain` builds it from its flags (`pretrain.build_parser` takes the
+defaults from here) and writes it to model_dir/pretrain_config.json; `trainer.Trainer`
+runs it.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from bert_tf.config import SIZES
+from bert_tf.optimization import OPTIMIZERS
+from bert_tf.pretraining_instances import OBJECTIVES
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    """Everything a pretraining run depends on (written to model_dir/pretrain_config.json).
+
+    Args:
+        model_size: a row of `config.SIZES` ("tiny" ... "large", Table 6 sizes).
+        objective: "nsp", "no_nsp" or "ltr" (see `pretraining_model`).
+        train_files: comma-separated globs of phase-1 TFRecords.
+        vocab_file: the WordPiece vocabulary the records were made with; sets vocab_size
+            and is exported with the model.
+        model_dir: metrics, TensorBoard logs, the export.
+        checkpoint_dir: tf.train checkpoints; None: model_dir/checkpoints.
+        export_dir: the final model in our checkpoint format; None: model_dir/export.
+        export_steps: also export the model after each of these steps, to export_<S>/
+            beside the final export (`step_export_dir`).
+        global_batch_size: examples per optimizer step, over all replicas.
+        num_train_steps: optimizer steps, both phases together.
+        max_seq_length, max_predictions_per_seq: T and P of the phase-1 records.
+        phase2_train_files: records for the last `phase2_fraction` of the steps, of
+            length `phase2_seq_length` with `phase2_max_predictions_per_seq`; None: one phase.
+        learning_rate, num_warmup_steps, weight_decay, optimizer: see `optimization`.
+        clip_norm: clip the summed gradient to this global norm (0: no clipping).
+        save_checkpoints_steps: checkpoint every this many steps; keep_checkpoints: keep K.
+        steps_per_execution: optimizer steps per call of the compiled training function.
+        grad_accum_steps: micro-batches per replica and step (same result, less memory).
+        precision: "float32", "mixed_bfloat16" (TPU, recent CPUs) or "mixed_float16"
+            (GPU; with dynamic loss scaling).
+        jit_compile: XLA-compile the forward and backward pass.
+        eval_files: held-out records (phase-1 shape); None: no evaluation.
+        eval_steps: batches per evaluation (0: all of eval_files).
+        eval_every: steps between evaluations; 0: save_checkpoints_steps.
+        log_every: steps between log lines / metric rows.
+        seed: initialisation, dropout and data order.
+        dropout: overrides both dropout rates of the model size (None: 0.1 as in BERT).
+        dynamic_masking, masked_lm_prob, mask_rates: mask each batch anew in the input
+            pipeline (`dynamic_masking.DynamicMasking`) with these rates.
+    """
+
+    model_size: str
+    objective: str
+    train_files: str
+    vocab_file: str
+    model_dir: str
+    checkpoint_dir: Optional[str] = None
+    export_dir: Optional[str] = None
+    export_steps: tuple = ()
+    global_batch_size: int = 256
+    num_train_steps: int = 1_000_000
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    phase2_train_files: Optional[str] = None
+    phase2_seq_length: int = 512
+    phase2_max_predictions_per_seq: int = 80
+    phase2_fraction: float = 0.1
+    learning_rate: float = 1e-4
+    num_warmup_steps: int = 10_000
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    optimizer: str = "adamw"
+    save_checkpoints_steps: int = 1000
+    keep_checkpoints: int = 5
+    steps_per_execution: int = 1
+    grad_accum_steps: int = 1
+    precision: str = "float32"
+    jit_compile: bool = False
+    eval_files: Optional[str] = None
+    eval_steps: int = 100
+    eval_every: int = 0
+    log_every: int = 100
+    seed: int = 12345
+    dropout: Optional[float] = None
+    dynamic_masking: bool = False
+    masked_lm_prob: float = 0.15
+    mask_rates: tuple = (0.8, 0.1, 0.1)
+
+    def __post_init__(self):
+        checks = [
+            (self.model_size in SIZES, f"model_size must be one of {', '.join(SIZES)}"),
+            (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
+            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
+            (self.num_train_steps > 0, "num_train_steps must be positive"),
+            (0 <= self.num_warmup_steps <= self.num_train_steps,
+             "num_warmup_steps must lie in [0, num_train_steps]"),
+            (0 < self.phase2_fraction < 1, "phase2_fraction must lie in (0, 1)"),
+            (min(self.global_batch_size, self.steps_per_execution, self.grad_accum_steps,
+                 self.save_checkpoints_steps, self.keep_checkpoints, self.log_every) > 0,
+             "batch size, steps_per_execution, grad_accum_steps, save_checkpoints_steps, "
+             "keep_checkpoints and log_every must be positive"),
+            (self.global_batch_size % self.grad_accum_steps == 0,
+             "global_batch_size must be divisible by grad_accum_steps"),
+            (all(0 < s <= self.num_train_steps for s in self.export_steps),
+             "export_steps must lie in [1, num_train_steps]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"{message}; got {self}")
+
+    @property
+    def final_export_dir(self) -> str:
+        return self.export_dir or os.path.join(self.model_dir, "export")
+
+    def step_export_dir(self, step: int) -> str:
+        """export_<step>/ beside the final export (model_dir/export_<step> by default)."""
+        return os.path.join(os.path.dirname(self.final_export_dir.rstrip("/")),
+                            f"export_{step}")
+
+    @property
+    def phase1_steps(self) -> int:
+        if not self.phase2_train_files:
+            return self.num_train_steps
+        return self.num_train_steps - round(self.num_train_steps * self.phase2_fraction)
+
+    def phase_of(self, step: int) -> int:
+        """The phase (1 or 2) that the step after `step` steps belongs to."""
+        return 2 if self.phase2_train_files and step >= self.phase1_steps else 1
+
+    def phase_data(self, phase: int) -> tuple:
+        """(files, max_seq_length, max_predictions_per_seq) of a phase."""
+        if phase == 1:
+            return self.train_files, self.max_seq_length, self.max_predictions_per_seq
+        return (self.phase2_train_files, self.phase2_seq_length,
+                self.phase2_max_predictions_per_seq)
+
