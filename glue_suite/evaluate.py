@@ -19,8 +19,9 @@ import sys
 
 import numpy as np
 
-from glue_suite import metrics, readers, squad_eval
-from glue_suite.tasks import TASKS, get_task
+from glue_suite import metrics, predictions, readers, squad_eval, squad_readers
+from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TASKS, TOKEN,
+                              get_task)
 
 _PREDICTIONS_HELP = """\
 SQuAD: JSON {question id: answer text} ("" = no answer, v2.0). Other tasks: a
@@ -30,34 +31,30 @@ else the 0-based data-row number, counting MultiNLI rows without a gold label ou
 and the predicted label string as it appears in the data (CoLA/SST-2/MRPC/QQP/WNLI:
 0 or 1; MNLI: entailment/neutral/contradiction; QNLI/RTE: entailment/not_entailment;
 SWAG: 0-3) or, for STS-B, the predicted score. This is the GLUE leaderboard format,
-as written by glue_suite.readers.write_glue_submission (the runner writes dev
-predictions the same way)."""
+as written by glue_suite.predictions.write_tsv (the runner writes dev predictions
+the same way)."""
 
 
 def score_squad(task: str, data_file: str, predictions_file: str,
                 na_prob_file: str = None, na_prob_thresh: float = 1.0) -> dict:
     """Official SQuAD metrics of a predictions JSON file."""
-    dataset = readers.load_squad_json(data_file)["data"]
-    with open(predictions_file, encoding="utf-8") as f:
-        predictions = json.load(f)
+    dataset = squad_readers.load_squad_json(data_file)["data"]
+    answers = predictions.read_squad(predictions_file)
     if task == "squad1.1":
         if na_prob_file:
             raise ValueError("--na_prob_file is for squad2.0")
-        return squad_eval.evaluate_v1(dataset, predictions)
-    na_probs = None
-    if na_prob_file:
-        with open(na_prob_file, encoding="utf-8") as f:
-            na_probs = json.load(f)
-    return squad_eval.evaluate_v2(dataset, predictions, na_probs, na_prob_thresh)
+        return squad_eval.evaluate_v1(dataset, answers)
+    na_probs = predictions.read_squad(na_prob_file) if na_prob_file else None
+    return squad_eval.evaluate_v2(dataset, answers, na_probs, na_prob_thresh)
 
 
 def score_predictions_file(task: str, data_file: str, predictions_file: str) -> dict:
     """Metrics of an `index<TAB>prediction` file against a labelled GLUE/SWAG file."""
     spec = get_task(task)
-    if spec.kind not in ("classification", "regression", "multiple_choice"):
+    if spec.kind not in (CLASSIFICATION, REGRESSION, MULTIPLE_CHOICE):
         raise ValueError(f"task {task}: only GLUE, SWAG and SQuAD predictions are scored here")
     examples, _ = readers.read_file(task, "dev", data_file)
-    predicted = readers.read_predictions(task, predictions_file)
+    predicted = predictions.read_tsv(task, predictions_file)
     guids = [ex.guid for ex in examples]
     missing = [g for g in guids if g not in predicted]
     unknown = sorted(set(predicted) - set(guids))
@@ -67,18 +64,18 @@ def score_predictions_file(task: str, data_file: str, predictions_file: str) -> 
             f"(e.g. {missing[:3]}) and {len(unknown)} predictions have an index not in it "
             f"(e.g. {unknown[:3]})")
     values = [predicted[g] for g in guids]
-    if spec.kind == "regression":
-        predictions = np.array(values, dtype=np.float64)
+    if spec.kind == REGRESSION:
+        ids_or_scores = np.array(values, dtype=np.float64)
     else:
-        predictions = np.array([spec.labels.index(v) for v in values], dtype=np.int64)
-    return metrics.compute_metrics(task, predictions, readers.example_labels(task, examples))
+        ids_or_scores = np.array([spec.labels.index(v) for v in values], dtype=np.int64)
+    return metrics.compute_metrics(task, ids_or_scores, readers.example_labels(task, examples))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m glue_suite.evaluate", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    scored = [t for t, s in TASKS.items() if s.kind != "token"]
+    scored = [t for t, s in TASKS.items() if s.kind != TOKEN]
     parser.add_argument("--task", required=True, choices=scored)
     parser.add_argument("--data_file", required=True,
                         help="labelled file: SQuAD dev JSON (.json or .json.gz), GLUE dev "
@@ -92,7 +89,7 @@ def main(argv=None) -> int:
                              "(official default 1.0)")
     args = parser.parse_args(argv)
     try:
-        if get_task(args.task).kind == "span":
+        if get_task(args.task).kind == SPAN:
             result = score_squad(args.task, args.data_file, args.predictions,
                                  args.na_prob_file, args.na_prob_thresh)
         else:

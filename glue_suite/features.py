@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 from glue_suite import readers
+from glue_suite.squad_readers import SquadExample
 from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TOKEN,
                               get_task)
 
@@ -218,7 +219,7 @@ def max_context_span(spans, num_tokens: int) -> np.ndarray:
     return np.argmax(scores, axis=0)
 
 
-def squad_features(task: str, examples: Sequence[readers.SquadExample],
+def squad_features(task: str, examples: Sequence[SquadExample],
                    tokenizer: BertTokenizer, settings: FeatureSettings,
                    training: bool) -> dict:
     """google-research/bert's `convert_examples_to_features` for SQuAD.
@@ -228,6 +229,14 @@ def squad_features(task: str, examples: Sequence[readers.SquadExample],
     whole answer, and every window of an unanswerable question, points at [CLS]
     (start = end = 0).
     """
+    rows = _squad_windows(examples, tokenizer, settings, training)
+    return _pack_squad_windows(rows, settings.max_seq_length, training)
+
+
+def _squad_windows(examples: Sequence[SquadExample], tokenizer: BertTokenizer,
+                   settings: FeatureSettings, training: bool) -> list[tuple]:
+    """The windows of every example, in order, as rows (example index, ids,
+    token_to_orig, is_max_context, start, end, query length); ids are unpadded."""
     T = settings.max_seq_length
     questions = tokenize_texts(tokenizer, [e.question_text for e in examples])
 
@@ -274,7 +283,11 @@ def squad_features(task: str, examples: Sequence[readers.SquadExample],
             rows.append((i, ids, tok_to_orig[start:start + length],
                          best[start:start + length] == s, start_position, end_position,
                          len(query)))
+    return rows
 
+
+def _pack_squad_windows(rows: list[tuple], T: int, training: bool) -> dict:
+    """`_squad_windows` rows -> the padded feature arrays [F, T] and [F]."""
     F = len(rows)
     features = _empty_rows(F, T)
     features.update(example_index=np.zeros(F, np.int32),

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import keras
 import numpy as np
@@ -39,8 +39,8 @@ from bert_tf.optimization import create_optimizer
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import metrics as glue_metrics
 from glue_suite import readers, squad_postprocess
-from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TOKEN,
-                              TaskSpec)
+from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION, SPAN,
+                              TOKEN, TaskSpec)
 
 logger = logging.getLogger(__name__)
 
@@ -143,67 +143,79 @@ def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: in
     return keras.Model(inputs, outputs, name=spec.name)
 
 
+class _KindHead(NamedTuple):
+    """How one task kind reads the encoder and shapes the model's outputs.
+
+    Args:
+        per_token: reads sequence_output [B, T, H] (span, token); else pooled [CLS] [B, H].
+        dense: BERT's head, (spec, dropout, initializer_range, dtype) -> layer.
+        bilstm_outputs: outputs of the BiLSTM head's projection, per token or sequence.
+        from_bilstm: the BiLSTM head's outputs -> the dense head's shapes.
+        outputs: the head's outputs -> the model's (SQuAD: named start and end logits).
+    """
+    per_token: bool
+    dense: Callable
+    bilstm_outputs: Callable[[TaskSpec], int]
+    from_bilstm: Callable = lambda x: x
+    outputs: Callable = lambda x: x
+
+
+# One row per task kind (shapes: the module docstring's table). `dense` builds BERT's head
+# from (spec, dropout, initializer_range, dtype).
+KIND_HEADS = {
+    CLASSIFICATION: _KindHead(
+        per_token=False, bilstm_outputs=lambda spec: spec.num_labels,
+        dense=lambda spec, dropout, init, dtype: heads.ClassificationHead(
+            spec.num_labels, dropout, init, dtype=dtype, name="head")),
+    REGRESSION: _KindHead(
+        per_token=False, bilstm_outputs=lambda spec: 1,
+        dense=lambda spec, dropout, init, dtype: heads.RegressionHead(
+            dropout, init, dtype=dtype, name="head"),
+        from_bilstm=lambda x: x[:, 0]),                          # [B, 1] -> [B]
+    MULTIPLE_CHOICE: _KindHead(
+        per_token=False, bilstm_outputs=lambda spec: 1,
+        dense=lambda spec, dropout, init, dtype: heads.MultipleChoiceHead(
+            NUM_CHOICES, dropout, init, dtype=dtype, name="head"),
+        from_bilstm=lambda x: ops.reshape(x, (-1, NUM_CHOICES))),  # [B * C, 1] -> [B, C]
+    SPAN: _KindHead(
+        per_token=True, bilstm_outputs=lambda spec: 2,
+        dense=lambda spec, dropout, init, dtype: heads.SpanHead(
+            init, dtype=dtype, name="head"),
+        from_bilstm=lambda x: (x[..., 0], x[..., 1]),            # [B, T, 2] -> 2 x [B, T]
+        outputs=lambda x: {"start_logits": x[0], "end_logits": x[1]}),
+    TOKEN: _KindHead(
+        per_token=True, bilstm_outputs=lambda spec: spec.num_labels,
+        dense=lambda spec, dropout, init, dtype: heads.TokenClassificationHead(
+            spec.num_labels, dropout, init, dtype=dtype, name="head")),
+}
+assert set(KIND_HEADS) == set(KINDS)
+
+
 def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
                 dropout: float = 0.1, dtype: Optional[str] = None, head: str = "dense",
                 bilstm_units: int = 768) -> keras.Model:
-    """encoder + the head of `spec.kind` (table in the module docstring); with
-    head="bilstm" a BiLSTM over sequence_output takes the dense head's place."""
+    """encoder + the head of `spec.kind` (KIND_HEADS); with head="bilstm" a BiLSTM over
+    sequence_output takes the dense head's place."""
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
-    init = encoder.config.initializer_range
-
-    def bilstm(num_outputs, per_token):
-        return heads.BiLSTMHead(num_outputs, bilstm_units, BILSTM_LAYERS, dropout,
-                                per_token=per_token, dtype=dtype, name="head")
-
-    if spec.kind in (SPAN, TOKEN) or head == "bilstm":
+    kind = KIND_HEADS[spec.kind]
+    if kind.per_token or head == "bilstm":
         encoder.pooler.trainable = False  # unused: these heads read sequence_output
     if spec.kind == MULTIPLE_CHOICE:
         inputs = _inputs((NUM_CHOICES, max_seq_length))
         # [B, C, T] -> [B * C, T]: every (context, ending) is its own sequence.
         flat = {k: ops.reshape(v, (-1, max_seq_length)) for k, v in inputs.items()}
-        encoded = encoder(flat)
-        if head == "bilstm":
-            scores = bilstm(1, per_token=False)(encoded["sequence_output"],
-                                                flat["input_mask"])    # [B * C, 1]
-            outputs = ops.reshape(scores, (-1, NUM_CHOICES))             # [B, C]
-        else:
-            outputs = heads.MultipleChoiceHead(NUM_CHOICES, dropout, init, dtype=dtype,
-                                               name="head")(encoded["pooled_output"])
-        return keras.Model(inputs, outputs, name=spec.name)
-    inputs = _inputs((max_seq_length,))
-    encoded = encoder(inputs)
-    if head == "bilstm":
-        sequence, mask = encoded["sequence_output"], inputs["input_mask"]
-        if spec.kind == CLASSIFICATION:
-            outputs = bilstm(spec.num_labels, per_token=False)(sequence, mask)  # [B, L]
-        elif spec.kind == REGRESSION:
-            outputs = bilstm(1, per_token=False)(sequence, mask)[:, 0]          # [B]
-        elif spec.kind == SPAN:
-            logits = bilstm(2, per_token=True)(sequence, mask)                  # [B, T, 2]
-            outputs = {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
-        elif spec.kind == TOKEN:
-            outputs = bilstm(spec.num_labels, per_token=True)(sequence, mask)   # [B, T, L]
-        else:
-            raise ValueError(f"task {spec.name}: no model for kind {spec.kind!r}")
-        return keras.Model(inputs, outputs, name=spec.name)
-    if spec.kind == CLASSIFICATION:
-        head = heads.ClassificationHead(spec.num_labels, dropout, init, dtype=dtype, name="head")
-        outputs = head(encoded["pooled_output"])                         # [B, L]
-    elif spec.kind == REGRESSION:
-        head = heads.RegressionHead(dropout, init, dtype=dtype, name="head")
-        outputs = head(encoded["pooled_output"])                         # [B]
-    elif spec.kind == SPAN:
-        head = heads.SpanHead(init, dtype=dtype, name="head")
-        start, end = head(encoded["sequence_output"])                    # [B, T] each
-        outputs = {"start_logits": start, "end_logits": end}
-    elif spec.kind == TOKEN:
-        head = heads.TokenClassificationHead(spec.num_labels, dropout, init, dtype=dtype,
-                                             name="head")
-        outputs = head(encoded["sequence_output"])                       # [B, T, L]
     else:
-        raise ValueError(f"task {spec.name}: no model for kind {spec.kind!r}")
-    return keras.Model(inputs, outputs, name=spec.name)
+        inputs = flat = _inputs((max_seq_length,))
+    encoded = encoder(flat)
+    if head == "bilstm":
+        bilstm = heads.BiLSTMHead(kind.bilstm_outputs(spec), bilstm_units, BILSTM_LAYERS,
+                                  dropout, per_token=kind.per_token, dtype=dtype, name="head")
+        outputs = kind.from_bilstm(bilstm(encoded["sequence_output"], flat["input_mask"]))
+    else:
+        dense = kind.dense(spec, dropout, encoder.config.initializer_range, dtype)
+        outputs = dense(encoded["sequence_output" if kind.per_token else "pooled_output"])
+    return keras.Model(inputs, kind.outputs(outputs), name=spec.name)
 
 
 def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = False) -> None:
@@ -322,7 +334,7 @@ def predict(model: keras.Model, features: dict, batch_size: int, verbose: int = 
 # Outputs -> predictions -> metrics
 # ---------------------------------------------------------------------------------------
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SquadOptions:
     """Post-processing of SQuAD logits (the original's defaults)."""
     n_best_size: int = 20

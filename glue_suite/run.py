@@ -13,13 +13,14 @@ paper's hyperparameters for the task (glue_suite.tasks.TASKS): for GLUE, batch 3
 3 epochs and the learning rate picked on dev from 5e-5, 4e-5, 3e-5, 2e-5.
 
 Writes to --output_dir (default runs/<task>):
-  metrics.json               task, metrics (best run on dev), config, checkpoint, seed,
-                             train_examples, wall_seconds, hardware, command, bad rows,
-                             featurization throughput, every run of the grid, degenerate runs
-  <split>_predictions.tsv    GLUE / SWAG dev predictions, "index<TAB>prediction"
-  <split>_predictions.txt    CoNLL-2003: "word gold predicted" lines (conlleval input)
-  predictions.json, nbest_predictions.json   SQuAD dev; v2.0 adds null_odds.json,
-                             best_non_null_predictions.json, predictions_best_threshold.json
+  metrics.json               task, metrics (best run on dev), config (RunConfig, with its
+                             train, features and squad groups), checkpoint, seed,
+                             train_examples, wall_seconds, hardware (bert_tf.provenance and
+                             git), command, bad rows, featurization throughput, every run of
+                             the grid, degenerate runs
+  dev predictions            of the best run, in the task kind's format (glue_suite.predictions):
+                             <split>_predictions.tsv (GLUE, SWAG), <split>_predictions.txt
+                             (CoNLL-2003), predictions.json and its companions (SQuAD)
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
   cache/                     featurized splits (--cache_dir)
@@ -31,72 +32,26 @@ CoNLL-2003 "ner_f1" (dev, eng.testa) and "test_ner_f1" (eng.testb).
 
 import argparse
 import dataclasses
-import json
 import logging
-import math
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bert_tf import distribute
+from bert_tf import distribute, files, provenance
+from bert_tf.checkpoints import Checkpoint, read_checkpoint
 from bert_tf.heads import FEATURE_MODES
-from bert_tf.checkpoints import read_checkpoint
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
-from glue_suite import finetune, readers, squad_postprocess
-from glue_suite.data_dir import MissingDataError, resolve_data_dir
-from glue_suite.tasks import SPAN, TASKS, TOKEN, get_task
+from glue_suite import finetune, predictions, readers
+from glue_suite.data_dir import MissingDataError
+from glue_suite.run_config import RunConfig, resolve_config
+from glue_suite.tasks import TASKS, TOKEN, get_task
 
 logger = logging.getLogger("glue_suite.run")
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """Every resolved setting of a run (written to metrics.json as "config")."""
-    task: str
-    train_task: str
-    data_dir: str
-    output_dir: str
-    cache_dir: Optional[str]
-    init_checkpoint: Optional[str]
-    source: str
-    tfds_data_dir: Optional[str]
-    learning_rates: tuple
-    seeds: tuple
-    epochs: int
-    batch_size: int
-    eval_batch_size: int
-    max_seq_length: int
-    doc_stride: int
-    max_query_length: int
-    max_train_examples: Optional[int]
-    max_eval_examples: Optional[int]
-    warmup_proportion: float
-    weight_decay: float
-    clipnorm: Optional[float]
-    dropout: float
-    optimizer: str
-    strategy: str
-    tpu: Optional[str]
-    precision: str
-    skip_bad_rows: bool
-    predict_test: bool
-    n_best_size: int
-    max_answer_length: int
-    null_score_diff_threshold: float
-    verbose: int
-    run_eagerly: bool = False
-    head: str = "dense"
-    feature_mode: Optional[str] = None
-    bilstm_units: int = 768
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,6 +76,10 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line (the harness parses its planned commands with it). One statement
+    per flag, in --help order: a long function, but a flat list reads best."""
+    # Defaults of settings that have a class come from it, their one home.
+    train, squad = finetune.TrainSettings, finetune.SquadOptions
     p = argparse.ArgumentParser(prog="python -m glue_suite.run", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=list(TASKS))
@@ -144,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restarts per learning rate, seeds 0 .. N-1 (default 1)")
     p.add_argument("--epochs", type=_positive)
     p.add_argument("--batch_size", type=_positive)
-    p.add_argument("--eval_batch_size", type=_positive, default=64)
+    p.add_argument("--eval_batch_size", type=_positive, default=train.eval_batch_size)
     p.add_argument("--max_seq_length", type=_positive)
     p.add_argument("--doc_stride", type=_positive, help="SQuAD (default 128)")
     p.add_argument("--max_query_length", type=_positive, help="SQuAD (default 64)")
@@ -154,78 +113,41 @@ def build_parser() -> argparse.ArgumentParser:
                         "documents keep their context")
     p.add_argument("--max_eval_examples", type=_positive,
                    help="evaluate on the first N examples of each evaluation split")
-    p.add_argument("--warmup_proportion", type=float, default=0.1)
-    p.add_argument("--weight_decay", type=float, default=0.01)
-    p.add_argument("--clipnorm", type=float, default=1.0,
+    p.add_argument("--warmup_proportion", type=float, default=train.warmup_proportion)
+    p.add_argument("--weight_decay", type=float, default=train.weight_decay)
+    p.add_argument("--clipnorm", type=float, default=train.clipnorm,
                    help="global gradient norm clip (0: none)")
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
+    p.add_argument("--dropout", type=float, default=train.dropout)
+    p.add_argument("--optimizer", choices=("adamw", "lamb"), default=train.optimizer)
     p.add_argument("--strategy", choices=distribute.STRATEGIES, default="cpu",
                    help="tf.distribute strategy (see bert_tf/distribute.py)")
     p.add_argument("--tpu", default=None,
                    help="with --strategy tpu: TPU name, grpc://host:port or 'local'")
     p.add_argument("--precision", choices=finetune.PRECISIONS, default="float32")
-    p.add_argument("--head", choices=finetune.HEADS, default="dense",
+    p.add_argument("--head", choices=finetune.HEADS, default=train.head,
                    help="dense: BERT's output layer; bilstm: a randomly initialised "
                         "2-layer BiLSTM over the fine-tuned sequence output (Table 5)")
     p.add_argument("--feature_mode", choices=FEATURE_MODES,
                    help="feature-based NER (Table 7, conll2003 only): freeze the encoder "
                         "and train a 2-layer BiLSTM on these layer features "
                         "(default: fine-tune the encoder)")
-    p.add_argument("--bilstm_units", type=_positive, default=768,
+    p.add_argument("--bilstm_units", type=_positive, default=train.bilstm_units,
                    help="LSTM units per direction of --head bilstm / --feature_mode "
-                        "(default 768, the paper's)")
+                        "(default %(default)s, the paper's)")
     p.add_argument("--skip_bad_rows", action="store_true",
                    help="skip and count malformed rows instead of stopping")
     p.add_argument("--no_test_predictions", action="store_true",
                    help="do not write the GLUE leaderboard files for the test splits")
-    p.add_argument("--n_best_size", type=_positive, default=20)
-    p.add_argument("--max_answer_length", type=_positive, default=30)
-    p.add_argument("--null_score_diff_threshold", type=float, default=0.0)
-    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+    p.add_argument("--n_best_size", type=_positive, default=squad.n_best_size)
+    p.add_argument("--max_answer_length", type=_positive, default=squad.max_answer_length)
+    p.add_argument("--null_score_diff_threshold", type=float,
+                   default=squad.null_score_diff_threshold)
+    p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=train.verbose,
                    help="Keras progress bar: 1 bar, 2 one line per epoch, 0 none")
     p.add_argument("--run_eagerly", action="store_true",
                    help="run Keras eagerly, without tf.function graphs (debugging; tiny "
                         "test models start faster)")
     return p
-
-
-def resolve_config(args: argparse.Namespace) -> RunConfig:
-    """Fills unset flags with the task's defaults (TASKS[task].hparams)."""
-    spec = get_task(args.task)
-    train_spec = get_task(args.train_task or args.task)
-    if (train_spec.kind, train_spec.labels) != (spec.kind, spec.labels):
-        raise ValueError(f"--train_task {train_spec.name} cannot train --task {spec.name}: "
-                         f"kinds {train_spec.kind}/{spec.kind}, labels "
-                         f"{list(train_spec.labels)}/{list(spec.labels)} must match")
-    if args.feature_mode and spec.kind != TOKEN:
-        raise ValueError(f"--feature_mode needs a token task (conll2003), not {spec.name} "
-                         f"({spec.kind}); the paper's feature-based runs are NER only")
-    if args.feature_mode and args.head != "dense":
-        raise ValueError("--feature_mode always tags with a BiLSTM; do not pass --head")
-    hp = spec.hparams
-    output_dir = args.output_dir or os.path.join("runs", spec.name)
-    return RunConfig(
-        task=spec.name, train_task=train_spec.name, data_dir=resolve_data_dir(args.data_dir),
-        output_dir=output_dir, cache_dir=args.cache_dir or os.path.join(output_dir, "cache"),
-        init_checkpoint=args.init_checkpoint, source=args.source,
-        tfds_data_dir=args.tfds_data_dir,
-        learning_rates=tuple(args.learning_rates or hp.learning_rates),
-        seeds=tuple(range(args.seeds)), epochs=args.epochs or hp.epochs,
-        batch_size=args.batch_size or hp.batch_size, eval_batch_size=args.eval_batch_size,
-        max_seq_length=args.max_seq_length or hp.max_seq_length,
-        doc_stride=args.doc_stride or hp.doc_stride or 128,
-        max_query_length=args.max_query_length or hp.max_query_length or 64,
-        max_train_examples=args.max_train_examples,
-        max_eval_examples=args.max_eval_examples,
-        warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay,
-        clipnorm=args.clipnorm or None, dropout=args.dropout, optimizer=args.optimizer,
-        strategy=args.strategy, tpu=args.tpu, precision=args.precision, skip_bad_rows=args.skip_bad_rows,
-        predict_test=not args.no_test_predictions, n_best_size=args.n_best_size,
-        max_answer_length=args.max_answer_length,
-        null_score_diff_threshold=args.null_score_diff_threshold, verbose=args.verbose,
-        run_eagerly=args.run_eagerly, head=args.head, feature_mode=args.feature_mode,
-        bilstm_units=args.bilstm_units)
 
 
 # ---------------------------------------------------------------------------------------
@@ -243,6 +165,17 @@ class Split:
     labelled: bool
     features: Optional[dict] = None
     featurization: Optional[dict] = None
+
+
+class Splits(NamedTuple):
+    """Every split of a run, read before any training."""
+    train: Split
+    evals: list[Split]  # labelled: scored every grid point; the best run's predictions written
+    tests: list[Split]  # unlabelled: the best run's leaderboard files
+
+    @property
+    def all(self) -> list[Split]:
+        return [self.train, *self.evals, *self.tests]
 
 
 def load_split(config: RunConfig, task: str, split: str) -> Split:
@@ -270,9 +203,8 @@ def subsample(examples: list, limit: Optional[int], kind: str) -> list:
     return [examples[i] for i in keep]
 
 
-def read_splits(config: RunConfig) -> tuple[Split, list[Split], list[Split]]:
-    """(train, evaluation splits, unlabelled test splits); reads everything before any
-    training so that a missing file stops the run at once."""
+def read_splits(config: RunConfig) -> Splits:
+    """Reads every split before any training, so that a missing file stops the run at once."""
     spec, train_spec = get_task(config.task), get_task(config.train_task)
     try:
         train = load_split(config, train_spec.name, "train")
@@ -298,106 +230,159 @@ def read_splits(config: RunConfig) -> tuple[Split, list[Split], list[Split]]:
             tests.append(load_split(config, spec.name, name))
         except MissingDataError as e:
             logger.warning("no leaderboard file for %s: %s", name, e)
-    return train, evals, tests
+    return Splits(train, evals, tests)
+
+
+def featurize(config: RunConfig, checkpoint: Checkpoint,
+              splits: Splits) -> tuple[BertTokenizer, str]:
+    """Sets every split's features (from the cache when there); returns the checkpoint's
+    tokenizer and its vocabulary's sha256 (part of the cache key)."""
+    tokenizer = BertTokenizer(checkpoint.vocab_file, checkpoint.lower_case)
+    vocab_sha256 = feats.file_sha256(checkpoint.vocab_file)
+    for split in splits.all:
+        training = split is splits.train
+        split.features, split.featurization = feats.load_or_convert(
+            split.task, split.name, split.examples, tokenizer, vocab_sha256, config.features,
+            labelled=split.labelled, training=training, cache_dir=config.cache_dir,
+            max_examples=config.max_train_examples if training else config.max_eval_examples)
+    return tokenizer, vocab_sha256
+
+
+# ---------------------------------------------------------------------------------------
+# The learning-rate x seed grid
+# ---------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class GridResult:
+    """The grid's runs, and what the outputs need of the best one on dev."""
+    runs: list  # {"learning_rate", "seed", "metrics", "degenerate", "train"} per grid point
+    summary: dict  # finetune.summarize_grid(runs)
+    best_model: object  # keras.Model of runs[summary["best"]]
+    best_evaluations: list  # its finetune.Evaluation of every evaluation split
+
+    @property
+    def best(self) -> dict:
+        return self.runs[self.summary["best"]]
+
+
+def evaluate_split(config: RunConfig, model, split: Split, labelled: bool,
+                   tokenizer: Optional[BertTokenizer] = None) -> finetune.Evaluation:
+    """The model's predictions on one split and, if `labelled`, their metrics."""
+    outputs = finetune.predict(model, split.features, config.train.eval_batch_size,
+                               config.train.verbose)
+    return finetune.evaluate(get_task(config.task), split.examples, split.features, outputs,
+                             labelled, tokenizer, config.squad)
+
+
+def _named_metrics(evals: list[Split], evaluations: list) -> dict:
+    """The first evaluation split's metrics as named; others prefixed by the split."""
+    metrics = dict(evaluations[0].metrics)
+    for split, evaluation in zip(evals[1:], evaluations[1:]):
+        metrics.update({f"{split.name}_{k}": v for k, v in evaluation.metrics.items()})
+    return metrics
+
+
+def _log_grid(summary: dict, runs: list) -> None:
+    main = summary["main_metric"]
+    for group in summary["by_learning_rate"]:
+        logger.info("lr %g: %s %.2f +- %.2f over %d seed(s)%s", group["learning_rate"], main,
+                    group["mean"].get(main, float("nan")), group["std"].get(main, 0.0),
+                    group["runs"], f", {group['degenerate_runs']} degenerate"
+                    if group["degenerate_runs"] else "")
+    if summary["degenerate_runs"]:
+        logger.warning("%d of %d runs are degenerate (constant dev predictions): %s",
+                       len(summary["degenerate_runs"]), len(runs),
+                       [(runs[i]["learning_rate"], runs[i]["seed"])
+                        for i in summary["degenerate_runs"]])
+
+
+def _scores(metrics: dict) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if isinstance(v, float))
+
+
+def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
+             splits: Splits) -> GridResult:
+    """Fine-tunes once per (learning rate, seed), scores every evaluation split, and keeps
+    the best model on dev (by the task's main metric) in memory for the outputs."""
+    spec, train_spec = get_task(config.task), get_task(config.train_task)
+    strategy = distribute.create_strategy(config.strategy, config.tpu)
+    points = [(lr, seed) for lr in config.learning_rates for seed in config.seeds]
+    runs, best_model, best_evaluations = [], None, None
+    for number, (lr, seed) in enumerate(points, start=1):
+        logger.info("run %d/%d: learning rate %g, seed %d", number, len(points), lr, seed)
+        model, history = finetune.fine_tune(
+            train_spec, checkpoint, splits.train.features, config.grid_point(lr, seed),
+            config.features.max_seq_length, strategy, dtype=config.precision)
+        evaluations = [evaluate_split(config, model, split, True, tokenizer)
+                       for split in splits.evals]
+        degenerate = evaluations[0].degenerate
+        runs.append({"learning_rate": lr, "seed": seed,
+                     "metrics": _named_metrics(splits.evals, evaluations),
+                     "degenerate": degenerate, "train": history})
+        logger.info("run %d/%d: %s%s", number, len(points), _scores(runs[-1]["metrics"]),
+                    "  DEGENERATE: every dev prediction is the same" if degenerate else "")
+        summary = finetune.summarize_grid(runs, spec.main_metric)
+        if summary["best"] == len(runs) - 1:
+            best_model, best_evaluations = model, evaluations
+        del model  # only the best model so far stays in memory
+    _log_grid(summary, runs)
+    return GridResult(runs, summary, best_model, best_evaluations)
 
 
 # ---------------------------------------------------------------------------------------
 # Outputs
 # ---------------------------------------------------------------------------------------
 
-def _finite(value):
-    """NaN / inf -> None, so metrics.json is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+def write_outputs(config: RunConfig, splits: Splits, grid: GridResult) -> list[str]:
+    """The best run's dev predictions and test-split leaderboard files; returns the paths."""
+    spec = get_task(config.task)
+    written = []
+    for split, evaluation in zip(splits.evals, grid.best_evaluations):
+        written += predictions.write_split(spec, split.name, split.examples,
+                                           evaluation.predictions, config.output_dir)
+    if splits.tests:
+        os.makedirs(os.path.join(config.output_dir, "submission"), exist_ok=True)
+    for split in splits.tests:
+        evaluation = evaluate_split(config, grid.best_model, split, False)
+        path = os.path.join(config.output_dir, "submission", spec.submission_files[split.name])
+        predictions.write_tsv(spec.name, split.examples, evaluation.predictions, path)
+        written.append(path)
+    return written
 
 
-def write_json(path: str, value) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_finite(value), f, indent=2, ensure_ascii=False, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def write_tsv(task: str, examples: list, predictions, path: str) -> None:
-    """`index<TAB>prediction` (GLUE leaderboard format), written atomically."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    readers.write_glue_submission(task, examples, predictions, tmp)
-    os.replace(tmp, path)
-
-
-def write_conll(sentences: list, tags: list, path: str) -> None:
-    """`word gold predicted` per line, a blank line after each sentence (conlleval)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for sentence, predicted in zip(sentences, tags):
-            for word, gold, tag in zip(sentence.words, sentence.tags, predicted):
-                f.write(f"{word} {gold} {tag}\n")
-            f.write("\n")
-    os.replace(tmp, path)
-
-
-def write_split_predictions(config: RunConfig, split: Split,
-                            evaluation: finetune.Evaluation) -> list[str]:
-    """Dev predictions in the task's format; returns the paths written."""
-    kind = get_task(config.task).kind
-    if kind == SPAN:
-        version_2 = config.task == "squad2.0"
-        best = squad_postprocess.best_f1_threshold(
-            split.examples, evaluation.predictions) if version_2 else None
-        return squad_postprocess.write_predictions(
-            config.output_dir, evaluation.predictions, version_2, best)
-    if kind == TOKEN:
-        path = os.path.join(config.output_dir, f"{split.name}_predictions.txt")
-        write_conll(split.examples, evaluation.predictions, path)
-        return [path]
-    path = os.path.join(config.output_dir, f"{split.name}_predictions.tsv")
-    write_tsv(config.task, split.examples, evaluation.predictions, path)
-    return [path]
-
-
-def _run(command: list[str]) -> Optional[str]:
-    try:
-        return subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def hardware_info() -> dict:
-    """CPU model, cores, memory, accelerators, library versions and the git commit."""
-    import keras
-    import tensorflow as tf
-    cpu = platform.processor() or None
-    memory_gb = None
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), cpu)
-    if os.path.exists("/proc/meminfo"):
-        with open("/proc/meminfo") as f:
-            kb = next((int(line.split()[1]) for line in f if line.startswith("MemTotal")), 0)
-        memory_gb = round(kb / 2 ** 20, 1)
-    status = _run(["git", "status", "--porcelain"])
-    return {"cpu": cpu, "cpu_cores": os.cpu_count(),
-            "cpu_cores_usable": len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "memory_gb": memory_gb,
-            "gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
-            "python": platform.python_version(), "platform": platform.platform(),
-            "tensorflow": tf.__version__, "keras": keras.__version__,
-            "git_commit": _run(["git", "rev-parse", "HEAD"]),
-            "git_dirty": None if status is None else bool(status)}
-
-
-def _split_metrics(split_index: int, split: Split, metrics: dict) -> dict:
-    """The first evaluation split's metrics as named; others prefixed by the split."""
-    return metrics if split_index == 0 else {f"{split.name}_{k}": v for k, v in metrics.items()}
+def result_record(config: RunConfig, splits: Splits, checkpoint: Checkpoint,
+                  vocab_sha256: str, grid: GridResult, outputs: list[str],
+                  wall_seconds: float, command: Optional[str]) -> dict:
+    """The content of metrics.json (its keys: the module docstring)."""
+    spec, best = get_task(config.task), grid.best
+    return {
+        "task": spec.name,
+        "metrics": best["metrics"],
+        "main_metric": spec.main_metric,
+        "learning_rate": best["learning_rate"],
+        "seed": best["seed"],
+        "degenerate": best["degenerate"],
+        "train_task": config.train_task,
+        "train_examples": len(splits.train.examples),
+        "train_features": feats.num_rows(splits.train.features),
+        "max_train_examples": config.max_train_examples,
+        "eval_examples": {s.name: len(s.examples) for s in splits.evals},
+        "config": dataclasses.asdict(config),
+        "checkpoint": {"directory": checkpoint.directory, "format": checkpoint.format,
+                       "vocab_file": checkpoint.vocab_file, "vocab_sha256": vocab_sha256,
+                       "lower_case": checkpoint.lower_case,
+                       "parameters": checkpoint.config.num_parameters(),
+                       "config": checkpoint.config.to_dict()},
+        "grid": {**grid.summary, "runs": grid.runs},
+        "data_files": {s.name: s.source for s in splits.all},
+        "bad_rows": {s.name: s.bad_rows for s in splits.all},
+        "featurization": {s.name: s.featurization for s in splits.all},
+        "train_seconds": round(sum(r["train"]["seconds"] for r in grid.runs), 1),
+        "wall_seconds": round(wall_seconds, 1),
+        "hardware": {**provenance.describe(), "git": provenance.git_commit()},
+        "command": command,
+        "outputs": sorted(outputs),
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,120 +396,19 @@ def run(config: RunConfig, command: Optional[str] = None) -> dict:
         The content of metrics.json.
     """
     began = time.perf_counter()
-    spec, train_spec = get_task(config.task), get_task(config.train_task)
     os.makedirs(config.output_dir, exist_ok=True)
-    train, evals, tests = read_splits(config)
-
+    splits = read_splits(config)
     checkpoint = read_checkpoint(config.init_checkpoint)
-    tokenizer = BertTokenizer(checkpoint.vocab_file, checkpoint.lower_case)
-    vocab_sha256 = feats.file_sha256(checkpoint.vocab_file)
-    settings = feats.FeatureSettings(config.max_seq_length, config.doc_stride,
-                                     config.max_query_length)
-    for split in [train, *evals, *tests]:
-        split.features, split.featurization = feats.load_or_convert(
-            split.task, split.name, split.examples, tokenizer, vocab_sha256, settings,
-            labelled=split.labelled, training=split is train, cache_dir=config.cache_dir,
-            max_examples=config.max_train_examples if split is train else
-            config.max_eval_examples)
-
-    strategy = distribute.create_strategy(config.strategy, config.tpu)
-    squad_options = finetune.SquadOptions(config.n_best_size, config.max_answer_length,
-                                          config.null_score_diff_threshold)
-    runs, best_model, best_evaluations = [], None, None
-    grid = [(lr, seed) for lr in config.learning_rates for seed in config.seeds]
-    for number, (lr, seed) in enumerate(grid, start=1):
-        logger.info("run %d/%d: learning rate %g, seed %d", number, len(grid), lr, seed)
-        train_settings = finetune.TrainSettings(
-            learning_rate=lr, epochs=config.epochs, batch_size=config.batch_size, seed=seed,
-            warmup_proportion=config.warmup_proportion, weight_decay=config.weight_decay,
-            clipnorm=config.clipnorm, dropout=config.dropout, optimizer=config.optimizer,
-            eval_batch_size=config.eval_batch_size, verbose=config.verbose,
-            run_eagerly=config.run_eagerly, head=config.head, feature_mode=config.feature_mode,
-            bilstm_units=config.bilstm_units)
-        model, history = finetune.fine_tune(
-            train_spec, checkpoint, train.features, train_settings, config.max_seq_length,
-            strategy, dtype=config.precision)
-        evaluations, run_metrics = [], {}
-        for i, split in enumerate(evals):
-            outputs = finetune.predict(model, split.features, config.eval_batch_size,
-                                       config.verbose)
-            evaluation = finetune.evaluate(spec, split.examples, split.features, outputs,
-                                           True, tokenizer, squad_options)
-            evaluations.append(evaluation)
-            run_metrics.update(_split_metrics(i, split, evaluation.metrics))
-        degenerate = evaluations[0].degenerate
-        runs.append({"learning_rate": lr, "seed": seed, "metrics": run_metrics,
-                     "degenerate": degenerate, "train": history})
-        logger.info("run %d/%d: %s%s", number, len(grid),
-                    ", ".join(f"{k} {v:.2f}" for k, v in run_metrics.items()
-                              if isinstance(v, float)),
-                    "  DEGENERATE: every dev prediction is the same" if degenerate else "")
-        summary = finetune.summarize_grid(runs, spec.main_metric)
-        if summary["best"] == len(runs) - 1:
-            best_model, best_evaluations = model, evaluations
-        del model
-
-    summary = finetune.summarize_grid(runs, spec.main_metric)
-    best = runs[summary["best"]]
-    for group in summary["by_learning_rate"]:
-        logger.info("lr %g: %s %.2f +- %.2f over %d seed(s)%s", group["learning_rate"],
-                    spec.main_metric, group["mean"].get(spec.main_metric, float("nan")),
-                    group["std"].get(spec.main_metric, 0.0), group["runs"],
-                    f", {group['degenerate_runs']} degenerate" if group["degenerate_runs"]
-                    else "")
-    if summary["degenerate_runs"]:
-        logger.warning("%d of %d runs are degenerate (constant dev predictions): %s",
-                       len(summary["degenerate_runs"]), len(runs),
-                       [(runs[i]["learning_rate"], runs[i]["seed"])
-                        for i in summary["degenerate_runs"]])
-
-    outputs_written = []
-    for split, evaluation in zip(evals, best_evaluations):
-        outputs_written += write_split_predictions(config, split, evaluation)
-    if tests:
-        os.makedirs(os.path.join(config.output_dir, "submission"), exist_ok=True)
-    for split in tests:
-        outputs = finetune.predict(best_model, split.features, config.eval_batch_size,
-                                   config.verbose)
-        evaluation = finetune.evaluate(spec, split.examples, split.features, outputs, False)
-        path = os.path.join(config.output_dir, "submission", spec.submission_files[split.name])
-        write_tsv(spec.name, split.examples, evaluation.predictions, path)
-        outputs_written.append(path)
-
-    result = {
-        "task": spec.name,
-        "metrics": best["metrics"],
-        "main_metric": spec.main_metric,
-        "learning_rate": best["learning_rate"],
-        "seed": best["seed"],
-        "degenerate": best["degenerate"],
-        "train_task": train_spec.name,
-        "train_examples": len(train.examples),
-        "train_features": feats.num_rows(train.features),
-        "max_train_examples": config.max_train_examples,
-        "eval_examples": {s.name: len(s.examples) for s in evals},
-        "config": dataclasses.asdict(config),
-        "checkpoint": {"directory": checkpoint.directory, "format": checkpoint.format,
-                       "vocab_file": checkpoint.vocab_file, "vocab_sha256": vocab_sha256,
-                       "lower_case": checkpoint.lower_case,
-                       "parameters": checkpoint.config.num_parameters(),
-                       "config": checkpoint.config.to_dict()},
-        "grid": {**summary, "runs": runs},
-        "data_files": {s.name: s.source for s in [train, *evals, *tests]},
-        "bad_rows": {s.name: s.bad_rows for s in [train, *evals, *tests]},
-        "featurization": {s.name: s.featurization for s in [train, *evals, *tests]},
-        "train_seconds": round(sum(r["train"]["seconds"] for r in runs), 1),
-        "wall_seconds": round(time.perf_counter() - began, 1),
-        "hardware": hardware_info(),
-        "command": command,
-        "outputs": sorted(outputs_written),
-    }
-    write_json(os.path.join(config.output_dir, "metrics.json"), result)
-    logger.info("%s: %s (lr %g, seed %d); wall time %.0f s; wrote %s", spec.name,
-                ", ".join(f"{k} {v:.2f}" for k, v in best["metrics"].items()
-                          if isinstance(v, float)),
-                best["learning_rate"], best["seed"], result["wall_seconds"],
-                os.path.join(config.output_dir, "metrics.json"))
+    tokenizer, vocab_sha256 = featurize(config, checkpoint, splits)
+    grid = run_grid(config, checkpoint, tokenizer, splits)
+    outputs = write_outputs(config, splits, grid)
+    result = result_record(config, splits, checkpoint, vocab_sha256, grid, outputs,
+                           time.perf_counter() - began, command)
+    path = os.path.join(config.output_dir, "metrics.json")
+    files.write_json(path, result)
+    logger.info("%s: %s (lr %g, seed %d); wall time %.0f s; wrote %s", config.task,
+                _scores(result["metrics"]), result["learning_rate"], result["seed"],
+                result["wall_seconds"], path)
     return result
 
 

@@ -15,16 +15,14 @@ For every question:
 
 import collections
 import dataclasses
-import json
 import math
-import os
 import unicodedata
 from typing import Sequence
 
 import numpy as np
 
 from glue_suite import squad_eval
-from glue_suite.readers import SquadExample
+from glue_suite.squad_readers import SquadExample
 
 # ---------------------------------------------------------------------------------------
 # The original BasicTokenizer (google-research/bert tokenization.py), in Python: the
@@ -241,7 +239,7 @@ def postprocess(examples: Sequence[SquadExample], features: dict, start_logits: 
 
 
 # ---------------------------------------------------------------------------------------
-# Scoring and files
+# Scoring (the files: glue_suite.predictions)
 # ---------------------------------------------------------------------------------------
 
 def gold_dataset(examples: Sequence[SquadExample]) -> list:
@@ -294,31 +292,3 @@ def at_threshold(result: SquadPredictions, threshold: float) -> dict:
     """Predictions with "no answer" wherever null_odds > threshold (v2.0)."""
     return {q: "" if result.null_odds[q] > threshold else text
             for q, text in result.best_non_null.items()}
-
-
-def _write_json(path: str, value) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def write_predictions(output_dir: str, result: SquadPredictions, version_2: bool,
-                      best_threshold: float = None) -> list[str]:
-    """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json and
-    best_non_null_predictions.json (every question answered: the span head alone, without
-    abstention), plus predictions_best_threshold.json when `best_threshold` is given.
-    Returns the paths."""
-    files = {"predictions.json": result.predictions,
-             "nbest_predictions.json": result.nbest}
-    if version_2:
-        files["null_odds.json"] = result.null_odds
-        files["best_non_null_predictions.json"] = result.best_non_null
-        if best_threshold is not None:
-            files["predictions_best_threshold.json"] = at_threshold(result, best_threshold)
-    paths = []
-    for name, value in files.items():
-        paths.append(os.path.join(output_dir, name))
-        _write_json(paths[-1], value)
-    return paths

@@ -18,28 +18,25 @@ from typing import Optional
 
 import numpy as np
 
-from glue_suite.readers import (DataFormatError, InputExample, NerSentence, is_labelled,
-                                squad_examples, to_bio)
+from glue_suite.bad_rows import DataFormatError
+from glue_suite.readers import InputExample, NerSentence, is_labelled, to_bio
+from glue_suite.squad_readers import squad_examples
 from glue_suite.tasks import REGRESSION, get_task
 
 logger = logging.getLogger(__name__)
 
-TFDS_NAMES = {
-    "cola": "glue/cola", "sst2": "glue/sst2", "mrpc": "glue/mrpc", "stsb": "glue/stsb",
-    "qqp": "glue/qqp", "mnli": "glue/mnli", "qnli": "glue/qnli", "rte": "glue/rte",
-    "wnli": "glue/wnli", "squad1.1": "squad/v1.1", "squad2.0": "squad/v2.0",
-    "conll2003": "conll2003",
-}
-
-# Our split -> (tfds name, tfds split) where they differ from TFDS_NAMES / "validation".
+# Our split -> tfds split, for the splits other than train, dev ("validation") and test.
 _SPLITS = {
-    ("mnli", "dev_matched"): ("glue/mnli", "validation_matched"),
-    ("mnli", "dev_mismatched"): ("glue/mnli", "validation_mismatched"),
-    ("mnli", "test_matched"): ("glue/mnli", "test_matched"),
-    ("mnli", "test_mismatched"): ("glue/mnli", "test_mismatched"),
-    ("mnli", "ax"): ("glue/ax", "test"),
-    ("conll2003", "dev"): ("conll2003", "dev"),
+    ("mnli", "dev_matched"): "validation_matched",
+    ("mnli", "dev_mismatched"): "validation_mismatched",
+    ("mnli", "test_matched"): "test_matched",
+    ("mnli", "test_mismatched"): "test_mismatched",
+    ("mnli", "ax"): "test",
+    ("conll2003", "dev"): "dev",
 }
+# Splits read from another tfds dataset than `TaskSpec.tfds_name`: MNLI's diagnostic
+# set AX is a dataset of its own.
+_DATASETS = {("mnli", "ax"): "glue/ax"}
 
 # tfds feature names of (text_a, text_b).
 _TEXT_FEATURES = {
@@ -62,14 +59,16 @@ _LABEL_NAMES = {
 
 def tfds_split(task: str, split: str) -> tuple[str, str]:
     """(tfds dataset name, tfds split name) of one of our splits."""
-    if task == "swag":
-        raise ValueError("SWAG is not in tensorflow-datasets (its hellaswag is another "
-                         "dataset); read swag/{train,val,test}.csv with --source files")
+    spec = get_task(task)
+    if spec.tfds_name is None:
+        files = ", ".join(f.path for candidates in spec.files.values() for f in candidates)
+        raise ValueError(f"{spec.display_name} is not in tensorflow-datasets; read "
+                         f"{files} with --source files")
     if (task, split) in _SPLITS:
-        return _SPLITS[(task, split)]
+        return _DATASETS.get((task, split), spec.tfds_name), _SPLITS[(task, split)]
     if split not in ("train", "dev", "test"):
         raise ValueError(f"task {task} has no split {split!r}")
-    return TFDS_NAMES[get_task(task).name], "validation" if split == "dev" else split
+    return spec.tfds_name, "validation" if split == "dev" else split
 
 
 def _text(value) -> str:

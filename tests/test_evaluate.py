@@ -1,7 +1,6 @@
 """`python -m glue_suite.evaluate` as a user runs it, checked against independent scorers."""
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -11,17 +10,11 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
+from glue_suite import predictions as P
 from glue_suite import readers
+from glue_suite.squad_readers import load_squad_json
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    for d in (os.environ.get("BERT_DATA_DIR"), REPO.parent / "shared" / "data", REPO / "data"):
-        if d and (pathlib.Path(d) / "glue_data").is_dir():
-            return str(d)
-    pytest.skip("real data not found ($BERT_DATA_DIR, ../shared/data, ./data)")
 
 
 def _evaluate(*args):
@@ -52,7 +45,7 @@ def test_glue_predictions_on_a_synthetic_file(tmp_path):
     labels = readers.example_labels("rte", examples)
     predictions = _corrupt(labels, 2, np.random.default_rng(0))
     preds = tmp_path / "preds.tsv"
-    readers.write_glue_submission("rte", examples, predictions, str(preds))
+    P.write_tsv("rte", examples, predictions, str(preds))
     rc, result, _ = _evaluate("--task", "rte", "--data_file", dev, "--predictions", preds)
     assert rc == 0 and result == {
         "accuracy": pytest.approx(100 * skm.accuracy_score(labels, predictions), abs=1e-10)}
@@ -80,7 +73,7 @@ def test_glue_dev_files(data_dir, tmp_path, task, relpath):
     else:
         predictions = _corrupt(labels, int(labels.max()) + 1, rng)
     preds = tmp_path / "dev_predictions.tsv"
-    readers.write_glue_submission(task, examples, predictions, str(preds))
+    P.write_tsv(task, examples, predictions, str(preds))
     rc, result, err = _evaluate("--task", task, "--data_file", data_file, "--predictions", preds)
     assert rc == 0, err
     if task == "mrpc":
@@ -115,7 +108,7 @@ def _squad_predictions(dataset, rng):
 def test_squad_v1(data_dir, tmp_path):
     official = pytest.importorskip("official.nlp.tools.squad_evaluate_v1_1")
     data_file = f"{data_dir}/squad/v1.1/dev-v1.1.json"
-    dataset = readers.load_squad_json(data_file)["data"]
+    dataset = load_squad_json(data_file)["data"]
     predictions = _squad_predictions(dataset, np.random.default_rng(0))
     (tmp_path / "predictions.json").write_text(json.dumps(predictions))
     rc, result, err = _evaluate("--task", "squad1.1", "--data_file", data_file,
@@ -131,7 +124,7 @@ def test_squad_v1(data_dir, tmp_path):
 def test_squad_v2_with_null_odds(data_dir, tmp_path):
     official = pytest.importorskip("official.nlp.tools.squad_evaluate_v2_0")
     data_file = f"{data_dir}/squad/v2.0/dev-v2.0.json"
-    dataset = readers.load_squad_json(data_file)["data"]
+    dataset = load_squad_json(data_file)["data"]
     rng = np.random.default_rng(1)
     predictions = _squad_predictions(dataset, rng)
     null_odds = {qid: float(x) for qid, x in zip(predictions, rng.normal(-1, 3, len(predictions)))}

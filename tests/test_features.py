@@ -12,6 +12,8 @@ from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as F
 from glue_suite import readers
 from glue_suite.readers import InputExample, NerSentence, SwagExample
+from glue_suite.squad_readers import load_squad_json, squad_examples
+from squad_helpers import first_answers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "big", "yes",
          "john", "smith", "(", "1895", "-", "1943", ")", ".", "was", "a", "man", "when",
@@ -86,7 +88,7 @@ def _squad_example(training=True, impossible=False):
     if impossible:
         qa["is_impossible"] = True
     articles = [{"paragraphs": [{"context": context, "qas": [qa]}]}]
-    examples, bad = readers.squad_examples(articles, version_2=impossible, training=training)
+    examples, bad = squad_examples(articles, version_2=impossible, training=training)
     assert bad == 0
     return examples
 
@@ -221,15 +223,6 @@ def real_vocab(minilm_dir):
     return os.path.join(minilm_dir, "vocab.txt")
 
 
-def _first_answers_only(articles):
-    """Training mode needs exactly one answer per question (the dev files have 3)."""
-    for article in articles:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
-    return articles
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task,training", [("squad2.0", True), ("squad1.1", False)])
 def test_squad_features_match_tf_models_official(data_dir, real_vocab, tmp_path, task,
@@ -237,10 +230,10 @@ def test_squad_features_match_tf_models_official(data_dir, real_vocab, tmp_path,
     from official.nlp.data import squad_lib
     from official.nlp.tools import tokenization as reference_tokenization
     version_2 = task == "squad2.0"
-    articles = readers.load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:3]
+    articles = load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:3]
     if training:
-        articles = _first_answers_only(articles)
-    examples, _ = readers.squad_examples(articles, version_2=version_2, training=training)
+        articles = first_answers(articles)
+    examples, _ = squad_examples(articles, version_2=version_2, training=training)
     # Short windows so that most questions get several and max-context matters.
     ours = F.squad_features(task, examples, BertTokenizer(real_vocab, True),
                             F.FeatureSettings(128, 32, 24), training=training)

@@ -1,7 +1,5 @@
 """Metrics against scikit-learn, scipy and seqeval (an independent conlleval port)."""
 
-import os
-import pathlib
 import warnings
 
 import numpy as np
@@ -11,16 +9,6 @@ from sklearn import metrics as skm
 
 from glue_suite import metrics, readers
 from glue_suite.metrics import compute_metrics, entity_f1, is_degenerate
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    for d in (os.environ.get("BERT_DATA_DIR"), REPO.parent / "shared" / "data", REPO / "data"):
-        if d and (pathlib.Path(d) / "conll2003").is_dir():
-            return str(d)
-    pytest.skip("real data not found ($BERT_DATA_DIR, ../shared/data, ./data)")
 
 
 def _classification_cases():

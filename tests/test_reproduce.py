@@ -18,8 +18,13 @@ import pytest
 from reproduce import all as harness
 from reproduce import paper_numbers as paper
 from reproduce import tables
-from reproduce.plan import (SCALES, TABLES, Cell, Plan, Run, build_plan, encoder_flops,
-                            seconds_for)
+from reproduce.commands import COMMANDS
+from reproduce.cost_model import encoder_flops, seconds_for
+from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
+from reproduce.plan import Cell, Plan, Run
+from reproduce.records import load_record, write_record
+from reproduce.runner import run_plan
+from reproduce.scales import SCALES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_FILE = os.path.join(REPO, "..", "shared", "paper", "README.md")
@@ -41,7 +46,6 @@ AVAILABLE = [
     "pretraining/wikipedia_2015/AA/wiki_59",
     *(f"pretraining/gutenberg/pg{n}.txt" for n in (1080, 1952, 7256, 11)),
 ]
-ALL_FLAGS = None  # build_plan: assume every CLI flag exists
 
 
 @pytest.fixture
@@ -148,49 +152,20 @@ def test_select_keeps_dependencies(fake_data, tmp_path):
         assert full.runs[run_id].args == run.args
 
 
-def test_missing_cli_flags_make_cells_not_implemented(fake_data, tmp_path):
-    help_text = subprocess_free_help(without=("--feature_mode", "--head", "--bilstm_units"))
-    flags = {"bert_tf.create_pretraining_data": None,
-             "bert_tf.pretrain": harness.parse_help("--config {tiny,mini} --eval_files X"),
-             "glue_suite.run": harness.parse_help(help_text)}
-    plan = _plan("cpu", fake_data, tmp_path, flags=flags)
-    features = plan.runs["cpu.finetune.default.conll2003-features-last"]
-    assert features.unavailable.startswith("not implemented: python -m glue_suite.run has no")
-    assert "--feature_mode" in features.unavailable
-    assert plan.runs["cpu.pretrain.tiny-nsp"].unavailable.startswith("not implemented")
-    # Without --export_steps the pretraining still runs; Figure 5's early points are n/a.
-    used = {m: {a: None for r in _plan("cpu", fake_data, tmp_path).runs.values()
-                if r.module == m for a in r.args if a.startswith("--")}
-            for m in ("bert_tf.create_pretraining_data", "bert_tf.pretrain")}
-    del used["bert_tf.pretrain"]["--export_steps"]
-    plan = _plan("cpu", fake_data, tmp_path, flags={**flags, **used})
-    assert plan.runs["cpu.pretrain.tiny-nsp"].unavailable is None
-    assert "cpu.finetune.tiny-nsp@500.mnli" in plan.runs
-    assert "--export_steps" in plan.runs["cpu.finetune.tiny-nsp@500.mnli"].unavailable
+def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
+    plan = _plan("cpu", fake_data, tmp_path)
+    pretrain = plan.runs["cpu.pretrain.tiny-nsp"]
+    assert pretrain.unavailable is None
+    assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "500"
+    early = plan.runs["cpu.finetune.tiny-nsp@500.mnli"]
+    assert early.unavailable is None and early.info["pretrain_step"] == 500
+    checkpoint = early.args[early.args.index("--init_checkpoint") + 1]
+    assert checkpoint == os.path.join(pretrain.out_dir, "export_500")
 
 
-def subprocess_free_help(without=()):
-    """An argparse help text in glue_suite.run's style, minus some flags."""
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m glue_suite.run")
-    p.add_argument("--task", choices=["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
-                                      "rte", "wnli", "squad1.1", "squad2.0", "swag",
-                                      "conll2003"])
-    p.add_argument("--strategy", choices=["cpu", "gpu"])
-    for flag in ("--init_checkpoint", "--data_dir", "--output_dir", "--cache_dir",
-                 "--precision", "--seeds", "--verbose", "--epochs", "--batch_size",
-                 "--max_train_examples", "--max_eval_examples", "--learning_rates",
-                 "--feature_mode", "--head", "--bilstm_units", "--train_task"):
-        if flag not in without:
-            p.add_argument(flag)
-    return p.format_help()
-
-
-def test_parse_help_reads_flags_and_choices():
-    flags = harness.parse_help(subprocess_free_help())
-    assert flags["--strategy"] == ("cpu", "gpu")
-    assert flags["--task"][:3] == ("cola", "sst2", "mrpc")
-    assert flags["--seeds"] is None
+def test_every_table_has_an_experiment_and_paper_numbers():
+    assert TABLES == tuple(EXPERIMENTS)
+    assert set(TABLES) == set(paper.TITLES) == set(paper.REPRODUCED_ROWS)
 
 
 def test_cost_model_reproduces_the_measured_anchors():
@@ -247,24 +222,24 @@ def _calls(tmp_path, name):
 def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path):
     out = str(tmp_path / "results")
     plan = _fake_plan(tmp_path, {"a": "ok", "b": "ok"})
-    assert harness.run_plan(plan, out, str(tmp_path), echo=False) == {
+    assert run_plan(plan, out, str(tmp_path), echo=False) == {
         "t.finetune.a": "finished", "t.finetune.b": "finished"}
-    record = harness.load_record(out, "t.finetune.a")
+    record = load_record(out, "t.finetune.a")
     assert record["status"] == "finished" and record["metrics"] == {"accuracy": 80.0}
     assert record["command"].startswith("python -m fake_cli")
     assert record["git"].keys() == {"commit", "dirty"} and record["hardware"]["cpu_cores"] >= 1
     assert record["wall_seconds"] >= 0 and record["outputs"]["files"] == ["metrics.json"]
     assert os.path.isfile(os.path.join(out, "runs", "t.finetune.a", "files", "metrics.json"))
 
-    harness.run_plan(plan, out, str(tmp_path), echo=False)  # everything finished: no calls
+    run_plan(plan, out, str(tmp_path), echo=False)  # everything finished: no calls
     assert (_calls(tmp_path, "a"), _calls(tmp_path, "b")) == (1, 1)
 
     # A run killed mid-way leaves its "running" record: only it runs again.
-    killed = harness.load_record(out, "t.finetune.b")
-    harness.write_record(out, {**killed, "status": "running"})
-    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    killed = load_record(out, "t.finetune.b")
+    write_record(out, {**killed, "status": "running"})
+    run_plan(plan, out, str(tmp_path), echo=False)
     assert (_calls(tmp_path, "a"), _calls(tmp_path, "b")) == (1, 2)
-    assert harness.load_record(out, "t.finetune.b")["status"] == "finished"
+    assert load_record(out, "t.finetune.b")["status"] == "finished"
     assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
                 if ".tmp" in p], "record.json is written atomically"
 
@@ -272,25 +247,25 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
 def test_failures_block_dependents_and_changed_commands_restart_clean(fake_cli, tmp_path):
     out = str(tmp_path / "results")
     plan = _fake_plan(tmp_path, {"a": "fail", "c": "ok"})
-    final = harness.run_plan(plan, out, str(tmp_path), echo=False)
+    final = run_plan(plan, out, str(tmp_path), echo=False)
     assert final == {"t.finetune.a": "failed", "t.finetune.c": "blocked"}
-    failed = harness.load_record(out, "t.finetune.a")
+    failed = load_record(out, "t.finetune.a")
     assert "told to fail" in failed["reason"] and failed["returncode"] == 1
-    assert "needs t.finetune.a (failed)" in harness.load_record(out, "t.finetune.c")["reason"]
+    assert "needs t.finetune.a (failed)" in load_record(out, "t.finetune.c")["reason"]
 
     plan = _fake_plan(tmp_path, {"a": "ok", "c": "ok"})  # the command of "a" changed
     stale = tmp_path / "work" / "a" / "stale-checkpoint"
     stale.write_text("from the old command")
-    assert set(harness.run_plan(plan, out, str(tmp_path), echo=False).values()) == {"finished"}
+    assert set(run_plan(plan, out, str(tmp_path), echo=False).values()) == {"finished"}
     assert not stale.exists(), "a changed command starts in a clean directory"
     assert [p.name for p in (tmp_path / "work").glob("a.old-*/stale-checkpoint")], \
         "the old outputs are set aside, not deleted"
     # When "a" is redone, "c", which reads its outputs, is redone too, once.
     assert _calls(tmp_path, "c") == 1
-    harness.write_record(out, {**harness.load_record(out, "t.finetune.a"), "ended": "later"})
-    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    write_record(out, {**load_record(out, "t.finetune.a"), "ended": "later"})
+    run_plan(plan, out, str(tmp_path), echo=False)
     assert len(list((tmp_path / "work").glob("c.old-*"))) == 1 and _calls(tmp_path, "c") == 1
-    harness.run_plan(plan, out, str(tmp_path), echo=False)
+    run_plan(plan, out, str(tmp_path), echo=False)
     assert len(list((tmp_path / "work").glob("c.old-*"))) == 1
 
 
@@ -298,13 +273,12 @@ def test_unavailable_runs_are_recorded_with_their_reason(fake_data, tmp_path):
     out = str(tmp_path / "results")
     plan = _plan("cpu", fake_data, tmp_path).select(["table1"])
     plan.runs = {k: r for k, r in plan.runs.items() if r.unavailable}
-    harness.run_plan(plan, out, fake_data, echo=False)
-    record = harness.load_record(out, "cpu.finetune.default.qqp")
+    run_plan(plan, out, fake_data, echo=False)
+    record = load_record(out, "cpu.finetune.default.qqp")
     assert record["status"] == "unavailable" and record["reason"] == "no QQP data"
 
 
-def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(harness, "cli_flags", lambda: {m: {} for m in harness.MODULES})
+def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys):
     out = tmp_path / "results"
     code = harness.main(["--strategy", "cpu", "--scale", "smoke", "--data_dir", fake_data,
                          "--output_dir", str(out), "--work_dir", str(tmp_path / "w"),
@@ -318,7 +292,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys,
 # ---------------------------------------------------------------------------- tables
 def _record(run_id, status, cells, metrics=None, grid=None, reason=None, info=None,
             stage="finetune", scale="cpu"):
-    """A hand-written SYNTHETIC record, in reproduce.all's format."""
+    """A hand-written SYNTHETIC record, in reproduce.records' format."""
     record = {"run_id": run_id, "stage": stage, "scale": scale, "status": status,
               "cells": [vars(c) for c in cells], "tables": sorted({c.table for c in cells}),
               "info": info or {"model": {"size": "tiny", "label": "L2/H128/A2",
@@ -362,7 +336,7 @@ def synthetic_results(tmp_path):
                 info={"task": "mnli", "pretrain_step": 1500, "model": {"size": "tiny"}}),
     ]
     for record in records:
-        harness.write_record(str(out), record)
+        write_record(str(out), record)
     return out
 
 
@@ -475,12 +449,11 @@ def _cli_exists(module):
 def test_smoke_scale_end_to_end(data_dir, tmp_path):
     """The real CLIs on Tiny for a few steps: data -> pretraining -> fine-tuning ->
     tables, then a second pass that reruns nothing."""
-    if not all(_cli_exists(m) for m in harness.MODULES):
+    if not all(_cli_exists(m) for m in COMMANDS):
         pytest.skip("the pretraining / fine-tuning CLIs are not all present")
     out, work = str(tmp_path / "results"), str(tmp_path / "work")
-    flags = harness.cli_flags()
-    plan = build_plan("smoke", "cpu", data_dir, work, tables=["table6"], flags=flags)
-    final = harness.run_plan(plan, out, data_dir, echo=False)
+    plan = build_plan("smoke", "cpu", data_dir, work, tables=["table6"])
+    final = run_plan(plan, out, data_dir, echo=False)
     assert set(final.values()) == {"finished"}, final
     tables.build_tables(out)
     table6 = pd.read_csv(os.path.join(out, "tables", "table6.csv"))
@@ -488,6 +461,6 @@ def test_smoke_scale_end_to_end(data_dir, tmp_path):
     assert ppl["status"] == "ok" and 1 < ppl["ours"] < 1e6  # vocab 30522: ppl below ~3e4
     mrpc = table6[table6["column"] == "MRPC"].iloc[0]
     assert mrpc["status"] == "ok" and 0 <= mrpc["ours"] <= 100 and mrpc["seeds"] == 2
-    before = {k: harness.load_record(out, k)["ended"] for k in plan.runs}
-    assert set(harness.run_plan(plan, out, data_dir, echo=False).values()) == {"finished"}
-    assert before == {k: harness.load_record(out, k)["ended"] for k in plan.runs}
+    before = {k: load_record(out, k)["ended"] for k in plan.runs}
+    assert set(run_plan(plan, out, data_dir, echo=False).values()) == {"finished"}
+    assert before == {k: load_record(out, k)["ended"] for k in plan.runs}

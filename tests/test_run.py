@@ -9,7 +9,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from glue_suite import evaluate, readers, run
+from glue_suite import evaluate, run, run_config
+from glue_suite import features as F
+from glue_suite.predictions import read_tsv
 from glue_suite.tasks import TASKS
 
 WORDS = ("the a dog cat man woman runs walks sees likes park house red blue big small "
@@ -163,7 +165,7 @@ def _check_common(result, task, num_train):
     assert set(TASKS[task].metrics) <= set(result["metrics"])
     assert result["train_examples"] == num_train
     assert result["config"]["task"] == task and result["checkpoint"]["format"] == "ours"
-    assert result["hardware"]["tensorflow"] and result["hardware"]["cpu_cores"] >= 1
+    assert result["hardware"]["packages"]["tensorflow"] and result["hardware"]["cpu_cores"] >= 1
     assert result["wall_seconds"] > 0 and result["command"].startswith("python -m glue_suite.run")
     assert result["featurization"]["train"]["examples_per_second"] > 0
     assert result["bad_rows"]["train"] == 0
@@ -185,7 +187,7 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
     dev = os.path.join(world[1], "glue_data/RTE/dev.tsv")
     rescored = evaluate.score_predictions_file("rte", dev, str(out / "dev_predictions.tsv"))
     assert rescored["accuracy"] == pytest.approx(result["metrics"]["accuracy"])
-    submission = readers.read_predictions("rte", str(out / "submission" / "RTE.tsv"))
+    submission = read_tsv("rte", str(out / "submission" / "RTE.tsv"))
     assert list(submission) == [str(i) for i in range(6)]
     assert (out / "run.log").read_text().count("run 4/4") >= 1
 
@@ -260,8 +262,9 @@ def test_multiple_choice_and_token_end_to_end(world, tmp_path):
 def test_bilstm_head_end_to_end(world, tmp_path, task, extra):
     out, result = _main(world, tmp_path, task, "--head", "bilstm", "--bilstm_units", "8", *extra)
     _check_common(result, task, 24 if task == "rte" else 12)
-    assert (result["config"]["head"], result["config"]["bilstm_units"]) == ("bilstm", 8)
-    assert result["config"]["feature_mode"] is None
+    train = result["config"]["train"]
+    assert (train["head"], train["bilstm_units"]) == ("bilstm", 8)
+    assert train["feature_mode"] is None
     assert (out / ("dev_predictions.tsv" if task == "rte" else "predictions.json")).exists()
 
 
@@ -269,7 +272,7 @@ def test_feature_mode_end_to_end(world, tmp_path):
     out, result = _main(world, tmp_path, "conll2003", "--feature_mode", "weighted_sum_all",
                         "--bilstm_units", "8")
     _check_common(result, "conll2003", 9)
-    assert result["config"]["feature_mode"] == "weighted_sum_all"
+    assert result["config"]["train"]["feature_mode"] == "weighted_sum_all"
     assert {"ner_f1", "test_ner_f1"} <= set(result["metrics"])
     assert (out / "dev_predictions.txt").exists()
 
@@ -307,20 +310,23 @@ def test_squad2_without_training_data_suggests_train_task(world, tmp_path, capsy
 
 def test_flags_resolve_to_the_paper_defaults(monkeypatch):
     monkeypatch.setenv("BERT_DATA_DIR", "/somewhere")
-    config = run.resolve_config(run.build_parser().parse_args(["--task", "rte"]))
-    assert (config.batch_size, config.epochs, config.max_seq_length) == (32, 3, 128)
+    config = run_config.resolve_config(run.build_parser().parse_args(["--task", "rte"]))
+    assert (config.train.batch_size, config.train.epochs, config.features.max_seq_length) == (
+        32, 3, 128)
     assert config.learning_rates == (5e-5, 4e-5, 3e-5, 2e-5) and config.seeds == (0,)
     assert config.data_dir == "/somewhere" and config.output_dir == os.path.join("runs", "rte")
     assert config.init_checkpoint is None  # the shipped default checkpoint
-    assert (config.warmup_proportion, config.weight_decay, config.dropout) == (0.1, 0.01, 0.1)
-    squad2 = run.resolve_config(run.build_parser().parse_args(["--task", "squad2.0"]))
-    assert (squad2.batch_size, squad2.epochs, squad2.learning_rates) == (48, 2, (5e-5,))
-    assert (squad2.max_seq_length, squad2.doc_stride, squad2.max_query_length) == (384, 128, 64)
-    swag = run.resolve_config(run.build_parser().parse_args(["--task", "swag"]))
-    assert (swag.batch_size, swag.epochs, swag.learning_rates) == (16, 3, (2e-5,))
+    assert (config.train.warmup_proportion, config.train.weight_decay,
+            config.train.dropout) == (0.1, 0.01, 0.1)
+    squad2 = run_config.resolve_config(run.build_parser().parse_args(["--task", "squad2.0"]))
+    assert (squad2.train.batch_size, squad2.train.epochs, squad2.learning_rates) == (
+        48, 2, (5e-5,))
+    assert squad2.features == F.FeatureSettings(384, 128, 64)
+    swag = run_config.resolve_config(run.build_parser().parse_args(["--task", "swag"]))
+    assert (swag.train.batch_size, swag.train.epochs, swag.learning_rates) == (16, 3, (2e-5,))
     with pytest.raises(ValueError, match="cannot train"):
-        run.resolve_config(run.build_parser().parse_args(["--task", "rte",
-                                                          "--train_task", "mnli"]))
+        run_config.resolve_config(run.build_parser().parse_args(["--task", "rte",
+                                                                 "--train_task", "mnli"]))
 
 
 def test_tfds_source_end_to_end(world, tmp_path):
@@ -345,5 +351,5 @@ def test_tfds_source_end_to_end(world, tmp_path):
                                     "dev": "tfds:glue/rte[validation]",
                                     "test": "tfds:glue/rte[test]"}
     assert result["train_examples"] == 12 and result["eval_examples"] == {"dev": 6}
-    assert readers.read_predictions("rte", str(out / "submission" / "RTE.tsv")).keys() == {
+    assert read_tsv("rte", str(out / "submission" / "RTE.tsv")).keys() == {
         "0", "1", "2", "3"}

@@ -1,23 +1,11 @@
 """SQuAD scorers against the official scripts' copies in tf-models-official."""
 
 import json
-import os
-import pathlib
 
 import numpy as np
 import pytest
 
 from glue_suite import squad_eval
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    for d in (os.environ.get("BERT_DATA_DIR"), REPO.parent / "shared" / "data", REPO / "data"):
-        if d and (pathlib.Path(d) / "squad").is_dir():
-            return str(d)
-    pytest.skip("real data not found ($BERT_DATA_DIR, ../shared/data, ./data)")
 
 
 def _dataset(*qas):

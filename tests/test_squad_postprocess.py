@@ -12,8 +12,10 @@ import pytest
 
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as F
-from glue_suite import readers, squad_eval
+from glue_suite import readers, squad_eval, squad_readers
 from glue_suite import squad_postprocess as P
+from glue_suite.predictions import write_squad
+from squad_helpers import first_answers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "big", "john",
          "smith", "'", "s", "house", "?", "where", "who", "lives", "in", "paris", "."]
@@ -53,7 +55,7 @@ def _example(tokenizer, version_2):
     qas = [{"id": "a", "question": "who lives in paris?",
             "answers": [{"text": "John Smith", "answer_start": 0}]}]
     articles = [{"paragraphs": [{"context": context, "qas": qas}]}]
-    examples, _ = readers.squad_examples(articles, version_2=version_2, training=False)
+    examples, _ = squad_readers.squad_examples(articles, version_2=version_2, training=False)
     features = F.squad_features("squad2.0", examples, tokenizer,
                                 F.FeatureSettings(24, 128, 64), training=False)
     return examples, features
@@ -98,14 +100,14 @@ def test_v2_scores_equal_the_official_script_on_the_written_files(tokenizer, tmp
             "is_impossible": i % 3 == 0} for i, w in enumerate(
                 ["dog", "john smith", "paris", "house", "big", "dog", "smith", "paris"])]
     articles = [{"paragraphs": [{"context": context, "qas": qas}]}]
-    examples, _ = readers.squad_examples(articles, version_2=True, training=False)
+    examples, _ = squad_readers.squad_examples(articles, version_2=True, training=False)
     features = F.squad_features("squad2.0", examples, tokenizer,
                                 F.FeatureSettings(32, 128, 64), training=False)
     start, end = rng.normal(size=(2, len(examples), 32)) * 3
     result = P.postprocess(examples, features, start, end, VOCAB, True, version_2=True)
     scores = P.score(examples, result, version_2=True)
     threshold = P.best_f1_threshold(examples, result)
-    paths = P.write_predictions(str(tmp_path), result, True, threshold)
+    paths = write_squad(str(tmp_path), result, True, threshold)
     assert sorted(os.path.basename(p) for p in paths) == [
         "best_non_null_predictions.json", "nbest_predictions.json", "null_odds.json",
         "predictions.json", "predictions_best_threshold.json"]
@@ -131,7 +133,7 @@ def test_best_threshold_when_answering_nothing_is_best():
     threshold to apply is -inf."""
     qas = [{"id": q, "question": "?", "answers": [], "is_impossible": True} for q in "abc"]
     articles = [{"paragraphs": [{"context": "the dog", "qas": qas}]}]
-    examples, _ = readers.squad_examples(articles, version_2=True, training=False)
+    examples, _ = squad_readers.squad_examples(articles, version_2=True, training=False)
     result = P.SquadPredictions({}, {}, {q: "dog" for q in "abc"},
                                 {"a": -1.0, "b": 2.0, "c": 0.5})
     scores = P.score(examples, result, version_2=True)
@@ -149,14 +151,6 @@ def real_tokenizer(minilm_dir):
     return BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), True)
 
 
-def _first_answers(articles):
-    for article in articles:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
-    return articles
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["squad1.1", "squad2.0"])
 def test_gold_positions_round_trip_to_the_gold_answer(data_dir, real_tokenizer, task):
@@ -167,9 +161,9 @@ def test_gold_positions_round_trip_to_the_gold_answer(data_dir, real_tokenizer, 
     (gold "gold" of "golden", "27,814" of "€27,814") comes back as the whole piece.
     """
     version_2 = task == "squad2.0"
-    articles = _first_answers(
-        readers.load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:8])
-    examples, _ = readers.squad_examples(articles, version_2=version_2, training=True)
+    articles = first_answers(
+        squad_readers.load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:8])
+    examples, _ = squad_readers.squad_examples(articles, version_2=version_2, training=True)
     features = F.squad_features(task, examples, real_tokenizer,
                                 F.FeatureSettings(384, 128, 64), training=True)
     start = np.zeros(features["input_ids"].shape, np.float32)
@@ -199,8 +193,8 @@ def test_postprocess_matches_tf_models_official(data_dir, real_tokenizer, minilm
     from official.nlp.data import squad_lib
     from official.nlp.tools.tokenization import FullTokenizer
     version_2 = task == "squad2.0"
-    articles = readers.load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:1]
-    examples, _ = readers.squad_examples(articles, version_2=version_2, training=False)
+    articles = squad_readers.load_squad_json(readers.data_path(task, "dev", data_dir))["data"][:1]
+    examples, _ = squad_readers.squad_examples(articles, version_2=version_2, training=False)
     ours = F.squad_features(task, examples, real_tokenizer, F.FeatureSettings(128, 32, 24),
                             training=False)
     path = tmp_path / "dev.json"

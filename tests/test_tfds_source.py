@@ -2,8 +2,6 @@
 file readers produce from the same records."""
 
 import json
-import os
-import pathlib
 
 import numpy as np
 import pytest
@@ -13,16 +11,6 @@ tfds = pytest.importorskip("tensorflow_datasets")
 
 from glue_suite import readers, tfds_source  # noqa: E402
 from glue_suite.tasks import TASKS  # noqa: E402
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    for d in (os.environ.get("BERT_DATA_DIR"), REPO.parent / "shared" / "data", REPO / "data"):
-        if d and (pathlib.Path(d) / "glue_data").is_dir():
-            return str(d)
-    pytest.skip("real data not found ($BERT_DATA_DIR, ../shared/data, ./data)")
 
 
 def _mock(records_by_split):

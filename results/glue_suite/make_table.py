@@ -35,6 +35,12 @@ def majority(task, split, data_dir, metrics):
     return ", ".join(f"{k} {v:.1f}" for k, v in scores.items() if np.isfinite(v))
 
 
+def setting(config, group, name):
+    """A run's resolved setting: metrics.json nests it in `group` ("train", "features") since
+    RunConfig became nested; older records keep every setting at the top level."""
+    return config[group][name] if group in config else config[name]
+
+
 def main():
     data_dir = resolve_data_dir()
     rows = ["| Task | Metric (dev) | Result | Majority baseline | Train examples | Dev examples "
@@ -51,8 +57,9 @@ def main():
         baseline = majority(task, "dev", data_dir, run["metrics"])
         rows.append(f"| {label} | {run['main_metric']} | {metrics} | {baseline} "
                     f"| {run['train_examples']} ({run['train_task']}) "
-                    f"| {run.get('eval_examples', {}).get('dev', '?')} | {config['epochs']} "
-                    f"| {run['learning_rate']} | {config['max_seq_length']} "
+                    f"| {run.get('eval_examples', {}).get('dev', '?')} "
+                    f"| {setting(config, 'train', 'epochs')} | {run['learning_rate']} "
+                    f"| {setting(config, 'features', 'max_seq_length')} "
                     f"| {run['wall_seconds'] / 60:.1f} min |")
     print("\n".join(rows))
     for line in grid_lines(runs):

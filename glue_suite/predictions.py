@@ -1,0 +1,184 @@
+"""Prediction files: one write/read pair per task kind, the one home of their formats.
+
+    classification, regression, multiple_choice   <name>.tsv   `index<TAB>prediction`
+    token (CoNLL-2003)                            <name>.txt   `word gold predicted`
+    span (SQuAD)                                  predictions.json, nbest_predictions.json, ...
+
+The TSV is the GLUE leaderboard format; the runner writes dev predictions the same way, so
+`python -m glue_suite.evaluate` re-scores them. The CoNLL file is conlleval's input. The
+SQuAD files are the original run_squad.py's, which the official evaluation scripts read.
+Every write is all-or-nothing (bert_tf.files): a crashed run leaves no truncated file.
+"""
+
+import json
+import os
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from bert_tf import files
+from glue_suite import readers, squad_postprocess
+from glue_suite.readers import NerSentence
+from glue_suite.squad_postprocess import SquadPredictions
+from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION, SPAN,
+                              TOKEN, TaskSpec, get_task)
+
+TSV_HEADER = ("index", "prediction")
+
+
+# ---------------------------------------------------------------------------------------
+# GLUE and SWAG: index<TAB>prediction
+# ---------------------------------------------------------------------------------------
+
+def write_tsv(task: str, examples: Sequence, predictions, path: str) -> None:
+    """Writes `index<TAB>prediction` rows, the GLUE leaderboard format.
+
+    Args:
+        task: a classification, regression or multiple-choice task.
+        examples: the examples predicted, in order; their guid is the index.
+        predictions: class ids [N] (written as the task's label strings), or scores [N]
+            for STS-B (written exactly, so re-scoring the file reproduces the metrics).
+        path: output file (e.g. `<output_dir>/submission/STS-B.tsv`).
+    """
+    spec = get_task(task)
+    predictions = np.asarray(predictions)
+    if len(predictions) != len(examples):
+        raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+    if spec.kind == REGRESSION:
+        values = [repr(float(p)) for p in predictions]
+    else:
+        values = [spec.labels[int(p)] for p in predictions]
+    with files.atomic_open(path) as f:
+        f.write("\t".join(TSV_HEADER) + "\n")
+        for ex, value in zip(examples, values):
+            f.write(f"{ex.guid}\t{value}\n")
+
+
+def read_tsv(task: str, path: str) -> dict[str, Union[str, float]]:
+    """Reads an `index<TAB>prediction` file -> {index: label string or float score}."""
+    spec = get_task(task)
+    lines = readers._read_lines(path)
+    if not lines or tuple(lines[0].split("\t")) != TSV_HEADER:
+        raise readers.DataFormatError(path, 1, "expected the header 'index<TAB>prediction'")
+    predictions = {}
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise readers.DataFormatError(path, lineno, f"expected 2 tab-separated fields, "
+                                                        f"found {len(fields)}")
+        index, raw = fields
+        if index in predictions:
+            raise readers.DataFormatError(path, lineno, f"index {index!r} occurs twice")
+        value, error = readers._parse_label(raw, spec.labels, spec.kind == REGRESSION)
+        if error:
+            raise readers.DataFormatError(path, lineno, "prediction " + error)
+        predictions[index] = value
+    return predictions
+
+
+# ---------------------------------------------------------------------------------------
+# CoNLL-2003: word gold predicted
+# ---------------------------------------------------------------------------------------
+
+def write_conll(sentences: Sequence[NerSentence], tags: Sequence[Sequence[str]],
+                path: str) -> None:
+    """`word gold predicted` per line, a blank line after each sentence (conlleval)."""
+    with files.atomic_open(path) as f:
+        for sentence, predicted in zip(sentences, tags):
+            for word, gold, tag in zip(sentence.words, sentence.tags, predicted):
+                f.write(f"{word} {gold} {tag}\n")
+            f.write("\n")
+
+
+def read_conll(path: str) -> list[list[tuple[str, str, str]]]:
+    """A `write_conll` file -> per sentence, its (word, gold, predicted) triples."""
+    sentences, current = [], []
+    for lineno, line in enumerate(readers._read_lines(path) + [""], start=1):
+        if not line:  # a sentence ends (the final "" closes the last one)
+            if current:
+                sentences.append(current)
+            current = []
+            continue
+        fields = tuple(line.split(" "))
+        if len(fields) != 3:
+            raise readers.DataFormatError(path, lineno, f"expected 'word gold predicted', "
+                                                        f"found {len(fields)} fields")
+        current.append(fields)
+    return sentences
+
+
+# ---------------------------------------------------------------------------------------
+# SQuAD: the original run_squad.py's JSON files
+# ---------------------------------------------------------------------------------------
+
+def write_squad(output_dir: str, result: SquadPredictions, version_2: bool,
+                best_threshold: Optional[float] = None) -> list[str]:
+    """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json and
+    best_non_null_predictions.json (every question answered: the span head alone, without
+    abstention), plus predictions_best_threshold.json when `best_threshold` is given.
+    Returns the paths."""
+    values = {"predictions.json": result.predictions,
+              "nbest_predictions.json": result.nbest}
+    if version_2:
+        values["null_odds.json"] = result.null_odds
+        values["best_non_null_predictions.json"] = result.best_non_null
+        if best_threshold is not None:
+            values["predictions_best_threshold.json"] = squad_postprocess.at_threshold(
+                result, best_threshold)
+    paths = []
+    for name, value in values.items():
+        paths.append(os.path.join(output_dir, name))
+        files.write_json(paths[-1], value)
+    return paths
+
+
+def read_squad(path: str) -> dict:
+    """A SQuAD predictions (or null_odds) file -> {question id: answer text (or score)}."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------------------------------
+# One split's predictions, in its kind's format
+# ---------------------------------------------------------------------------------------
+
+def _split_tsv(spec, split, examples, predictions, output_dir):
+    path = os.path.join(output_dir, f"{split}_predictions.tsv")
+    write_tsv(spec.name, examples, predictions, path)
+    return [path]
+
+
+def _split_conll(spec, split, examples, predictions, output_dir):
+    path = os.path.join(output_dir, f"{split}_predictions.txt")
+    write_conll(examples, predictions, path)
+    return [path]
+
+
+def _split_squad(spec, split, examples, predictions, output_dir):
+    # v2.0 also gets the answers at the best threshold, searched on this split's labels.
+    version_2 = spec.name == "squad2.0"
+    best = squad_postprocess.best_f1_threshold(examples, predictions) if version_2 else None
+    return write_squad(output_dir, predictions, version_2, best)
+
+
+# kind -> writer(spec, split name, examples, predictions, output_dir) -> paths written.
+_SPLIT_WRITERS = {CLASSIFICATION: _split_tsv, REGRESSION: _split_tsv,
+                  MULTIPLE_CHOICE: _split_tsv, TOKEN: _split_conll, SPAN: _split_squad}
+assert set(_SPLIT_WRITERS) == set(KINDS)
+
+
+def write_split(spec: TaskSpec, split: str, examples: Sequence, predictions,
+                output_dir: str) -> list[str]:
+    """A labelled split's predictions in its kind's format; returns the paths written.
+
+    Args:
+        spec: the task evaluated.
+        split: the split's name (e.g. "dev", "dev_mismatched"), part of the file name;
+            SQuAD files have fixed names (one dev split).
+        examples: the split's examples, in prediction order.
+        predictions: `finetune.Evaluation.predictions` of the split.
+        output_dir: the run's directory.
+    """
+    return _SPLIT_WRITERS[spec.kind](spec, split, examples, predictions, output_dir)

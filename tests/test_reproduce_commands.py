@@ -1,0 +1,63 @@
+"""The harness's command lines (reproduce.commands) against the CLIs they run.
+
+Every command of every scale and strategy must parse with its CLI's own argparse
+parser: a flag the harness writes and the CLI lacks fails here, not hours into a run.
+"""
+
+import importlib
+
+import pytest
+
+from reproduce.commands import (COMMANDS, DataCommand, Distribution, FinetuneCommand,
+                                STRATEGIES, distribution, to_argv)
+from reproduce.experiments import build_plan
+from reproduce.scales import SCALES
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    """module -> its ArgumentParser (importing the CLIs imports TensorFlow)."""
+    return {module: importlib.import_module(module).build_parser() for module in COMMANDS}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("scale", sorted(SCALES))
+def test_every_planned_command_parses_with_its_cli(scale, strategy, parsers, tmp_path):
+    # An empty data directory: every run is planned (as n/a), SQuAD v2.0 with --train_task.
+    plan = build_plan(scale, strategy, str(tmp_path / "data"), str(tmp_path / "work"),
+                      tpu="local" if strategy == "tpu" else None)
+    assert {run.module for run in plan.runs.values()} == set(COMMANDS)
+    for run in plan.runs.values():
+        assert run.args == run.config.argv() and run.module == run.config.MODULE
+        try:
+            parsers[run.module].parse_args(list(run.args))
+        except SystemExit as e:
+            pytest.fail(f"{run.run_id}: python -m {run.module} rejects (exit {e.code}):\n"
+                        f"{run.command}")
+
+
+def test_strategies_are_bert_tf_distributes():
+    from bert_tf import distribute
+    assert STRATEGIES == distribute.STRATEGIES
+
+
+def test_to_argv_writes_fields_in_order_and_leaves_out_unset_ones():
+    command = FinetuneCommand(task="rte", data_dir="d", output_dir="o", cache_dir="c",
+                              distribution=distribution("tpu", "local", FinetuneCommand.MODULE),
+                              seeds=2, learning_rates=(1e-4, 5e-05), head="bilstm")
+    assert command.argv() == (
+        "--task", "rte", "--data_dir", "d", "--output_dir", "o", "--cache_dir", "c",
+        "--strategy", "tpu", "--tpu", "local", "--precision", "mixed_bfloat16",
+        "--seeds", "2", "--verbose", "2", "--learning_rates", "0.0001,5e-05",
+        "--head", "bilstm")
+    # --tpu only with the tpu strategy; a bare flag for True.
+    assert to_argv(distribution("gpu", "local", "bert_tf.pretrain")) == (
+        "--strategy", "gpu", "--precision", "mixed_float16")
+    assert to_argv(Distribution("cpu")) == ("--strategy", "cpu", "--precision", "float32")
+    data = DataCommand(input_files=("a", "b"), vocab_file="v", output_dir="o",
+                       max_seq_length=128, max_predictions_per_seq=20, masked_lm_prob=0.15,
+                       dupe_factor=1, short_seq_prob=0.1, random_seed=1,
+                       mask_rates=(1.0, 0.0, 0.0), objective="nsp", num_workers=1)
+    assert data.argv()[:2] == ("--input_files", "a,b")
+    assert data.argv()[-5:] == ("--objective", "nsp", "--num_workers", "1", "--overwrite")
+    assert "1.0,0.0,0.0" in data.argv()
