@@ -2,7 +2,8 @@
 
     python -m reproduce.tables [--output_dir results]
 
-Reads OUTPUT_DIR/runs/*/record.json (written by `reproduce.all`) and writes
+Reads OUTPUT_DIR/runs/*/record.json (`reproduce.records`, written as `reproduce.all`
+runs the plan), gathers every cell into one frame (`cells_frame`) and writes
 OUTPUT_DIR/tables/:
   <table>.csv    one row per cell and scale: ours (mean, std, seeds, best run), the
                  paper's number, the difference, status, model, notes, run id
@@ -11,6 +12,7 @@ OUTPUT_DIR/tables/:
                  "n/a (reason)", never a number
   table6.png     held-out MLM perplexity and dev accuracy against model size
   figure5.png    downstream accuracy against pretraining steps, MLM vs LTR
+                 (both plots: `reproduce.plots`)
   runs.md, runs.csv   every run: status, wall time, command, git commit, hardware
   glue_submission/<scale>-<row>/*.tsv   Table 1's GLUE test predictions (leaderboard format)
 
@@ -19,28 +21,20 @@ Nothing here reruns or recomputes a model output: a table cannot disagree with i
 
 import argparse
 import glob
-import json
 import math
 import os
+import shutil
 import sys
 from typing import Optional
 
 import pandas as pd
 
-from bert_tf import provenance
+from bert_tf import files, provenance
 from reproduce import paper_numbers as paper
-from reproduce.plan import TABLES
+from reproduce import plots
+from reproduce.experiments import TABLES
+from reproduce.records import load_records, record_path
 
-# The paper rows this harness reproduces (other rows are baselines of other systems).
-REPRODUCED_ROWS = {
-    "table1": ("BERT-BASE", "BERT-LARGE"),
-    "table2": ("BERT-BASE (single)", "BERT-LARGE (single)"),
-    "table3": ("BERT-LARGE (single)",),
-    "table4": ("BERT-BASE", "BERT-LARGE"),
-    "table5": paper.rows("table5"), "table6": paper.rows("table6"),
-    "table7": paper.rows("table7"), "table8": paper.rows("table8"),
-    "figure5": ("MLM", "LTR"),
-}
 EXTRA_COLUMNS = {"table1": ("WNLI",)}  # measured, not in the paper's table
 NOTES = {
     "table1": "Ours: dev sets. Paper: GLUE test server (the paper gives no BERT dev "
@@ -61,18 +55,6 @@ PERPLEXITY = "perplexity"
 
 
 # --------------------------------------------------------------------------- reading
-def load_records(output_dir: str) -> list:
-    """Every readable record.json under OUTPUT_DIR/runs, in run-id order."""
-    records = []
-    for path in sorted(glob.glob(os.path.join(output_dir, "runs", "*", "record.json"))):
-        try:
-            with open(path, encoding="utf-8") as f:
-                records.append(json.load(f))
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"warning: skipping unreadable {path}: {e}", file=sys.stderr)
-    return records
-
-
 def _number(value) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else math.nan
@@ -221,7 +203,7 @@ def _paper_layout(table: str, group: pd.DataFrame) -> list:
     columns = [c.name for c in paper.columns(table) if not c.name.startswith("Test")
                or (group["column"] == c.name).any()]
     columns += [c for c in EXTRA_COLUMNS.get(table, ()) if (group["column"] == c).any()]
-    rows = list(REPRODUCED_ROWS[table])
+    rows = list(paper.REPRODUCED_ROWS[table])
     rows += [r for r in dict.fromkeys(group["row"]) if r not in rows]
     header = ["row", "model"] + columns
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -325,84 +307,15 @@ def _runs_markdown(runs: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---------------------------------------------------------------------------- plots
-def _plot_table6(cells: pd.DataFrame, path: str) -> bool:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from bert_tf.config import config_for_size
-    ok = cells[(cells["status"] == "ok") & cells["parameters"].notna()]
-    if ok.empty:
-        return False
-    fig, (ax_ppl, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
-    paper_params = {row: config_for_size(name).num_parameters()
-                    for row, (_, name) in paper.TABLE6_SIZES.items()}
-    for scale, group in ok.groupby("scale"):
-        ppl = group[group["column"] == "LM ppl"].sort_values("parameters")
-        if len(ppl):
-            ax_ppl.plot(ppl["parameters"], ppl["ours"], "o-", label=f"ours ({scale})")
-        for column, marker in (("MNLI-m", "o"), ("MRPC", "s"), ("SST-2", "^")):
-            acc = group[group["column"] == column].sort_values("parameters")
-            if len(acc):
-                ax_acc.errorbar(acc["parameters"], acc["ours"], yerr=acc["std"].fillna(0),
-                                marker=marker, label=f"{column} ours ({scale})", capsize=3)
-    ax_ppl.plot(list(paper_params.values()), [paper.TABLE6[r][0] for r in paper_params],
-                "k--x", label="paper")
-    for i, (column, marker) in enumerate((("MNLI-m", "o"), ("MRPC", "s"), ("SST-2", "^"))):
-        ax_acc.plot(list(paper_params.values()), [paper.TABLE6[r][i + 1] for r in paper_params],
-                    "k--", marker=marker, alpha=0.5, label=f"{column} paper")
-    for ax, title, ylabel in ((ax_ppl, "Held-out masked-LM perplexity", "perplexity"),
-                              (ax_acc, "Dev accuracy", "accuracy (%)")):
-        ax.set_xscale("log")
-        ax.set_xlabel("encoder parameters")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    ax_ppl.set_yscale("log")
-    fig.suptitle("Table 6: model size")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
-
-
-def _plot_figure5(cells: pd.DataFrame, path: str) -> bool:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    ok = cells[(cells["status"] == "ok") & cells["pretrain_step"].notna()]
-    if ok.empty:
-        return False
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    for (scale, row), group in ok.groupby(["scale", "row"]):
-        group = group.sort_values("pretrain_step")
-        ax.errorbar(group["pretrain_step"], group["ours"], yerr=group["std"].fillna(0),
-                    marker="o", capsize=3, label=f"{row} ({scale})")
-    tasks = ", ".join(sorted(ok["task"].dropna().unique()))
-    ax.set_xlabel("pretraining steps")
-    ax.set_ylabel(f"{tasks} dev accuracy (%)")
-    ax.set_title("Figure 5: MLM vs LTR over pretraining")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
-
-
 # ---------------------------------------------------------------------------- build
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _write_csv(frame: pd.DataFrame, path: str) -> None:
+    with files.atomic_open(path) as f:
+        frame.to_csv(f, index=False)
 
 
 def collect_glue_submission(records: list, output_dir: str) -> list:
     """Copies Table 1's GLUE test predictions (leaderboard format, written by glue_suite)
     into tables/glue_submission/<scale>-<row>/, ready to zip for gluebenchmark.com."""
-    import shutil
     written = []
     for record in records:
         rows = {c["row"] for c in record.get("cells", []) if c["table"] == "table1"}
@@ -432,16 +345,17 @@ def build_tables(output_dir: str) -> list:
     written = []
     for table in TABLES:
         part = cells[cells["table"] == table]
-        part.to_csv(os.path.join(tables_dir, f"{table}.csv"), index=False)
-        _write(os.path.join(tables_dir, f"{table}.md"), table_markdown(table, part, runs))
+        _write_csv(part, os.path.join(tables_dir, f"{table}.csv"))
+        files.write_text(os.path.join(tables_dir, f"{table}.md"),
+                         table_markdown(table, part, runs))
         written += [f"{table}.csv", f"{table}.md"]
-    if _plot_table6(cells[cells["table"] == "table6"], os.path.join(tables_dir, "table6.png")):
+    if plots.plot_table6(cells[cells["table"] == "table6"], os.path.join(tables_dir, "table6.png")):
         written.append("table6.png")
-    if _plot_figure5(cells[cells["table"] == "figure5"], os.path.join(tables_dir, "figure5.png")):
+    if plots.plot_figure5(cells[cells["table"] == "figure5"], os.path.join(tables_dir, "figure5.png")):
         written.append("figure5.png")
     written += collect_glue_submission(records, output_dir)
-    runs.to_csv(os.path.join(tables_dir, "runs.csv"), index=False)
-    _write(os.path.join(tables_dir, "runs.md"), _runs_markdown(runs))
+    _write_csv(runs, os.path.join(tables_dir, "runs.csv"))
+    files.write_text(os.path.join(tables_dir, "runs.md"), _runs_markdown(runs))
     written += ["runs.csv", "runs.md"]
     return written
 
@@ -451,7 +365,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", default="results")
     args = p.parse_args(argv)
-    if not glob.glob(os.path.join(args.output_dir, "runs", "*", "record.json")):
+    if not glob.glob(record_path(args.output_dir, "*")):
         print(f"error: no run records under {args.output_dir}/runs (run python -m "
               f"reproduce.all first)", file=sys.stderr)
         return 1

@@ -1,0 +1,179 @@
+"""Estimated seconds of each run of a plan, from FLOPs and measured throughput.
+
+Training throughput was measured on this project's 2-core CPU machine
+(`CPU_TRAIN_EXAMPLES_PER_S`); other models and sequence lengths are scaled by FLOPs.
+For TPUs the paper's own training time is the anchor. Other strategies have no
+measurement: their estimates are None ("?" in the printed plan).
+
+The planner (`reproduce.plan`) asks for one estimate per run: `data_seconds`,
+`pretrain_seconds` (from the pretraining command itself) and `finetune_seconds`.
+"""
+
+import math
+from typing import Optional
+
+from glue_suite.tasks import MULTIPLE_CHOICE, TaskSizes, get_task
+from reproduce import paper_numbers as paper
+from reproduce.commands import FinetuneCommand, PretrainCommand
+from reproduce.models import shape
+
+# Training examples/s measured on this project's 2-core CPU machine (float32, 128 tokens,
+# batch 32, sentence-pair fine-tuning). Other shapes are scaled by FLOPs, with the
+# achieved FLOP/s interpolated log-log between these anchors (small models run at a
+# lower FLOP/s than BERT-Base) and held constant beyond them.
+CPU_TRAIN_EXAMPLES_PER_S = {"tiny": 140.0, "mini": 40.0, "base": 3.0}
+# 2-layer BiLSTM training (batch 32, 128 steps, units 128-384): measured 34-44 GFLOP/s
+# here at load average 6-8, while Tiny/Mini trained at 40-54% of the anchors above; so
+# ~80 GFLOP/s under the anchors' conditions.
+CPU_LSTM_GFLOPS = 80.0
+# The paper's TPU time: BERT-Base, 1M steps x 256 (90% at 128 tokens, 10% at 512) in 4
+# days on 4 Cloud TPUs (16 chips) -> 741 examples/s at ~93 GFLOP each.
+_TPU_BASE_EXAMPLES_PER_S = 1e6 * 256 / (4 * 86400)
+CPU_DATA_BYTES_PER_S = 1.3e6   # create_pretraining_data, one worker, measured here
+DATA_STARTUP_S = 15.0          # create_pretraining_data: vocabulary, worker processes
+STARTUP_S = 30.0               # TensorFlow import, model build, featurization cache
+# Fine-tuning estimates assume the paper's GLUE grid wherever a run leaves the grid to
+# the task's default.
+DEFAULT_GRID = paper.FINETUNING["glue"]["learning_rates"]
+
+
+# ------------------------------------------------------------------------------ FLOPs
+def encoder_flops(size: Optional[str], seq: int, train: bool = True) -> float:
+    """FLOPs of one sequence through the encoder: 12 H^2 weights per token and layer
+    (QKV, output, FFN 4H), 2 T^2 H attention per layer; backward = 2 x forward."""
+    layers, hidden, _ = shape(size)
+    forward = 2 * seq * layers * 12 * hidden ** 2 + 4 * layers * seq ** 2 * hidden
+    return 3 * forward if train else forward
+
+
+def lm_head_flops(size: Optional[str], positions: int, vocab: int = 30522) -> float:
+    """Training FLOPs of the MLM / LTR head (transform H x H, tied decoder H x V)."""
+    _, hidden, _ = shape(size)
+    return 6 * positions * (hidden ** 2 + hidden * vocab)
+
+
+def bilstm_flops(features: int, units: int, seq: int, train: bool = True) -> float:
+    """Two bidirectional LSTM layers over [T, features]: 4 gates x (input + recurrent)."""
+    forward = 2 * seq * 2 * 4 * units * ((features + units) + (2 * units + units))
+    return 3 * forward if train else forward
+
+
+# ------------------------------------------------------------------------- throughput
+def _anchor_gflops() -> list:
+    points = [(encoder_flops(size, 128), rate * encoder_flops(size, 128) / 1e9)
+              for size, rate in CPU_TRAIN_EXAMPLES_PER_S.items()]
+    return sorted(points)
+
+
+def achieved_gflops(strategy: str, flops: float) -> Optional[float]:
+    """GFLOP/s expected for work items of `flops` each; None where nothing was measured."""
+    if strategy == "tpu":
+        base = (0.9 * (encoder_flops("base", 128) + lm_head_flops("base", 20)) +
+                0.1 * (encoder_flops("base", 512) + lm_head_flops("base", 80)))
+        return _TPU_BASE_EXAMPLES_PER_S * base / 1e9
+    if strategy != "cpu":
+        return None
+    points = _anchor_gflops()
+    if flops <= points[0][0]:
+        return points[0][1]
+    for (f0, g0), (f1, g1) in zip(points, points[1:]):
+        if flops <= f1:
+            t = math.log(flops / f0) / math.log(f1 / f0)
+            return math.exp(math.log(g0) + t * (math.log(g1) - math.log(g0)))
+    return points[-1][1]
+
+
+def seconds_for(strategy: str, examples: float, flops: float) -> Optional[float]:
+    gflops = achieved_gflops(strategy, flops)
+    return None if gflops is None else examples * flops / (gflops * 1e9)
+
+
+def _lstm_seconds(strategy: str, examples: float, flops: float) -> Optional[float]:
+    if strategy == "cpu":
+        return examples * flops / (CPU_LSTM_GFLOPS * 1e9)
+    return seconds_for(strategy, examples, flops)
+
+
+def _sum(*parts) -> Optional[float]:
+    return None if any(p is None for p in parts) else sum(parts)
+
+
+def estimate_basis(strategy: str) -> str:
+    """What the estimates of `strategy` rest on, for the printed plan."""
+    if strategy == "cpu":
+        rates = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
+                          sorted(CPU_TRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
+        return (f"this project's 2-core CPU ({rates} training examples/s at 128 tokens), "
+                f"scaled by FLOPs")
+    if strategy == "tpu":
+        return "the paper's 4 Cloud TPUs (16 chips) for BERT-Base, scaled by FLOPs"
+    return f"none measured for {strategy} ('?')"
+
+
+# ------------------------------------------------------------------------------ runs
+def data_seconds(corpus_bytes: int, dupe_factor: int, workers: int) -> float:
+    """create_pretraining_data runs on CPU cores whatever the strategy."""
+    return DATA_STARTUP_S + corpus_bytes * dupe_factor / (CPU_DATA_BYTES_PER_S * workers)
+
+
+def _pretrain_flops(size: str, objective: str, seq: int, predictions: int) -> float:
+    # LTR predicts every next token; MLM only the masked positions.
+    positions = seq - 1 if objective == "ltr" else predictions
+    return encoder_flops(size, seq) + lm_head_flops(size, positions)
+
+
+def pretrain_seconds(command: PretrainCommand) -> Optional[float]:
+    """Training steps, plus the held-out evaluations (forward only: a third of the FLOPs)."""
+    c, strategy = command, command.distribution.strategy
+    flops = _pretrain_flops(c.config, c.objective, c.max_seq_length, c.max_predictions_per_seq)
+    if c.phase2_fraction:
+        long = _pretrain_flops(c.config, c.objective, c.phase2_seq_length,
+                               c.phase2_max_predictions_per_seq)
+        flops = (1 - c.phase2_fraction) * flops + c.phase2_fraction * long
+    evals = c.num_train_steps // c.eval_every + 1
+    eval_s = seconds_for(strategy, evals * c.eval_steps * c.global_batch_size, flops / 3)
+    train_s = seconds_for(strategy, c.num_train_steps * c.global_batch_size, flops)
+    return _sum(STARTUP_S, train_s, eval_s)
+
+
+def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
+    """(runs in the grid, trained sequences, evaluated sequences), over the whole grid."""
+    spec = get_task(command.task)
+    train_n, eval_n, test_n = sizes
+    grid = len(command.learning_rates or DEFAULT_GRID) * command.seeds
+    epochs = command.epochs or spec.hparams.epochs
+    train_n = min(train_n, command.max_train_examples or train_n)
+    # Evaluation runs on up to two labelled splits (MNLI matched + mismatched).
+    eval_n = min(eval_n, 2 * (command.max_eval_examples or eval_n))
+    if command.max_eval_examples:
+        test_n = 0
+    per_example = len(spec.labels) if spec.kind == MULTIPLE_CHOICE else 1
+    trained = grid * epochs * train_n * per_example
+    evaluated = grid * eval_n * per_example + test_n * per_example
+    return grid, trained, evaluated
+
+
+def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskSizes,
+                     units: Optional[int]) -> Optional[float]:
+    """`sizes`: the task's example counts in the data at hand; `units`: the BiLSTM's
+    (of --head bilstm or --feature_mode), None without one."""
+    strategy = command.distribution.strategy
+    seq = get_task(command.task).hparams.max_seq_length
+    grid, trained, evaluated = _finetune_sequences(command, sizes)
+    hidden = shape(size)[1]
+    if command.feature_mode:  # frozen encoder forward + BiLSTM trained from scratch
+        width = 4 * hidden if command.feature_mode == "concat_last_four" else hidden
+        encoder = encoder_flops(size, seq, train=False)
+        return _sum(STARTUP_S * grid,
+                    seconds_for(strategy, trained + evaluated, encoder),
+                    _lstm_seconds(strategy, trained, bilstm_flops(width, units, seq)),
+                    _lstm_seconds(strategy, evaluated,
+                                  bilstm_flops(width, units, seq, train=False)))
+    train_s = seconds_for(strategy, trained, encoder_flops(size, seq))
+    eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
+    lstm_s = 0.0
+    if command.head == "bilstm":
+        lstm_s = _sum(_lstm_seconds(strategy, trained, bilstm_flops(hidden, units, seq)),
+                      _lstm_seconds(strategy, evaluated,
+                                    bilstm_flops(hidden, units, seq, train=False)))
+    return _sum(STARTUP_S * grid, train_s, eval_s, lstm_s)

@@ -1,0 +1,88 @@
+"""Run records: OUTPUT_DIR/runs/<run_id>/record.json, one per run of a plan.
+
+The runner (`reproduce.runner`) writes a run's record when it starts ("running") and
+when it ends: its command, git commit, hardware, wall time, status, metrics and output
+files. The harness compares a record with the plan to decide whether the run is done
+(`run_status`); `reproduce.tables` builds every table from the records alone.
+"""
+
+import datetime
+import glob
+import json
+import os
+import sys
+from typing import Optional
+
+from bert_tf import files
+from reproduce.plan import Plan, Run
+
+
+def record_path(output_dir: str, run_id: str) -> str:
+    return os.path.join(output_dir, "runs", run_id, "record.json")
+
+
+def load_record(output_dir: str, run_id: str) -> Optional[dict]:
+    try:
+        with open(record_path(output_dir, run_id), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None  # absent, or unreadable: the run is redone
+
+
+def load_records(output_dir: str) -> list:
+    """Every readable record under OUTPUT_DIR/runs, in run-id order."""
+    records = []
+    for path in sorted(glob.glob(record_path(output_dir, "*"))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                records.append(json.load(f))
+        except (OSError, json.JSONDecodeError) as e:
+            print(f"warning: skipping unreadable {path}: {e}", file=sys.stderr)
+    return records
+
+
+def write_record(output_dir: str, record: dict) -> None:
+    """Writes record.json all at once: a killed harness leaves the old record or the new."""
+    path = record_path(output_dir, record["run_id"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    files.write_json(path, record)
+
+
+def base_record(run: Run, plan: Plan) -> dict:
+    """What every record of `run` holds, whatever its outcome."""
+    return {"run_id": run.run_id, "stage": run.stage, "scale": plan.scale,
+            "strategy": plan.strategy, "module": run.module, "argv": list(run.args),
+            "command": run.command, "cells": [vars(c) for c in run.cells],
+            "tables": list(run.tables), "info": run.info, "needs": list(run.needs),
+            "estimate_s": run.estimate_s, "outputs": {"dir": run.out_dir}}
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_status(run: Run, record: Optional[dict], output_dir: str) -> str:
+    """finished | n/a | todo | rerun (killed or failed) | changed (its command was edited,
+    or a run it reads from has been redone since)."""
+    if record and record.get("status") == "finished" and _same_command(run, record):
+        if _inputs_unchanged(record, output_dir):
+            return "finished"
+        return "changed"
+    if run.unavailable:
+        return "n/a"
+    if record is None or record.get("status") in ("unavailable", "blocked"):
+        return "todo"
+    return "rerun" if _same_command(run, record) else "changed"
+
+
+def _same_command(run: Run, record: dict) -> bool:
+    return record.get("argv") == list(run.args) and record.get("module") == run.module
+
+
+def _inputs_unchanged(record: dict, output_dir: str) -> bool:
+    """Whether every run this one read from is the same run (same end time) as then."""
+    for run_id, ended in (record.get("needs_ended") or {}).items():
+        need = load_record(output_dir, run_id)
+        if need is None or need.get("ended") != ended:
+            return False
+    return True

@@ -1,0 +1,91 @@
+"""The printed plan: one line per run (status, estimate, tables, settings) and totals."""
+
+import sys
+from typing import Optional
+
+from reproduce.cost_model import estimate_basis
+from reproduce.experiments import TABLES
+from reproduce.plan import Plan, Run, mask_label
+from reproduce.scales import SCALES
+
+
+def duration(seconds: Optional[float]) -> str:
+    """'7m', '3h32', or '?' where nothing is known."""
+    if seconds is None:
+        return "?"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}h{minutes % 60:02d}" if minutes >= 60 else f"{minutes}m"
+
+
+def _settings(run: Run) -> str:
+    """One line of what matters about a run."""
+    info = run.info
+    if run.stage == "data":
+        kind = "held-out" if info["heldout"] else f"dupe {run.config.dupe_factor}"
+        return (f"{info['objective']} mask {mask_label(info['mask_rates'])} {info['vocab']} "
+                f"seq {info['max_seq_length']} {kind}")
+    if run.stage == "pretrain":
+        m = info["model"]
+        return (f"{m['size']} {m['label']} {m['objective']} {m['steps']} x {m['batch_size']} "
+                f"lr {run.config.learning_rate}")
+    s = info["settings"]
+    parts = [info["task"], "<-", info["model"].get("size") or "default",
+             "lr " + (",".join(f"{x:g}" for x in s["learning_rates"]) if s["learning_rates"]
+                      else "grid"),
+             f"seeds {s['seeds']}"]
+    if s["max_train_examples"]:
+        parts.append(f"cap {s['max_train_examples']}")
+    if info.get("pretrain_step") is not None:
+        parts.append(f"@step {info['pretrain_step']}")
+    if info.get("head"):
+        parts.append(f"+{info['head']} {info['bilstm_units']}")
+    if info.get("feature_mode"):
+        parts.append(f"features {info['feature_mode']} (BiLSTM {info['bilstm_units']})")
+    return " ".join(parts)
+
+
+def _used_by(plan: Plan) -> dict:
+    """run_id -> tables that need it, directly or through the runs that read it."""
+    used = {k: set(r.tables) for k, r in plan.runs.items()}
+    for run_id in reversed(list(plan.runs)):
+        for need in plan.runs[run_id].needs:
+            used[need] |= used[run_id]
+    return used
+
+
+def _total(estimates: list) -> Optional[float]:
+    return None if None in estimates else sum(estimates)
+
+
+def _summary(plan: Plan, statuses: dict) -> str:
+    """'To run: N runs, estimated T (per stage); finished F; n/a X. Estimates: ...'"""
+    todo = [r for r in plan.runs.values() if statuses[r.run_id] in ("todo", "rerun", "changed")]
+    by_stage = {}
+    for run in todo:
+        by_stage.setdefault(run.stage, []).append(run.estimate_s)
+    parts = [f"{stage} {len(estimates)} runs {duration(_total(estimates))}"
+             for stage, estimates in by_stage.items()]
+    total = _total([r.estimate_s for r in todo])
+    na = sum(s == "n/a" for s in statuses.values())
+    done = sum(s == "finished" for s in statuses.values())
+    return (f"To run: {len(todo)} runs, estimated {duration(total)} "
+            f"({'; '.join(parts) or '-'}); finished {done}; n/a {na}. "
+            f"Estimates: {estimate_basis(plan.strategy)}")
+
+
+def print_plan(plan: Plan, statuses: dict, out=None) -> None:
+    """Every run with its status (`reproduce.records.run_status`), then the totals."""
+    out = out or sys.stdout
+    scale = SCALES[plan.scale]
+    print(f"Plan: scale {plan.scale} ({scale.description}), strategy {plan.strategy}, "
+          f"{len(plan.runs)} runs", file=out)
+    used = _used_by(plan)
+    print(f"{'status':8s} {'est':>6s}  {'run':58s} {'tables':24s} settings", file=out)
+    for run in plan.runs.values():
+        tables = ",".join(t.replace("table", "T").replace("figure", "F")
+                          for t in TABLES if t in used[run.run_id])
+        note = f"  [{run.unavailable}]" if run.unavailable else ""
+        estimate = "-" if run.unavailable else duration(run.estimate_s)
+        print(f"{statuses[run.run_id]:8s} {estimate:>6s}  {run.run_id:58s} {tables:24s} "
+              f"{_settings(run)}{note}", file=out)
+    print(_summary(plan, statuses), file=out)

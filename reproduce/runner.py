@@ -1,0 +1,289 @@
+"""Executes a plan: each unfinished run as a CLI subprocess, in dependency order.
+
+For each run of a `reproduce.plan.Plan` the runner decides from its record
+(`reproduce.records.run_status`) whether to skip it, record it as n/a or blocked, or run
+`python -m <module> <argv>`; it streams the output to the record's log.txt, copies the
+run's small outputs beside the record (results/ stands alone) and writes the record.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from bert_tf import files, provenance
+from reproduce.plan import Plan, Run
+from reproduce.records import (base_record, load_record, now, record_path, run_status,
+                               write_record)
+from reproduce.report import duration
+
+# Small outputs copied next to the record (globs relative to the run's output directory).
+KEEP = {
+    "data": ("metadata.json",),
+    "pretrain": ("metrics.csv", "eval_results.json", "pretrain_config.json"),
+    "finetune": ("metrics.json", "*_predictions.tsv", "predictions.json", "null_odds.json",
+                 "submission/*.tsv"),
+}
+RESULT_FILE = {"data": "metadata.json", "pretrain": "eval_results.json",
+               "finetune": "metrics.json"}
+
+
+# --------------------------------------------------------------------- file system
+class _Files:
+    """os / glob for local paths; tf.io.gfile for remote ones (gs://, for TPUs), imported
+    only then, so that the harness itself stays free of TensorFlow."""
+
+    @staticmethod
+    def _gfile(path: str):
+        if not files.is_remote(path):
+            return None
+        import tensorflow as tf
+        return tf.io.gfile
+
+    @classmethod
+    def read(cls, path: str) -> str:
+        gfile = cls._gfile(path)
+        if gfile:
+            with gfile.GFile(path) as f:
+                return f.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+
+    @classmethod
+    def glob(cls, pattern: str) -> list:
+        gfile = cls._gfile(pattern)
+        return sorted(gfile.glob(pattern) if gfile else glob.glob(pattern))
+
+    @classmethod
+    def isdir(cls, path: str) -> bool:
+        gfile = cls._gfile(path)
+        return gfile.isdir(path) if gfile else os.path.isdir(path)
+
+    @classmethod
+    def copy(cls, source: str, target: str) -> None:
+        gfile = cls._gfile(source)
+        if gfile:
+            gfile.copy(source, target, overwrite=True)
+        else:
+            shutil.copyfile(source, target)
+
+    @classmethod
+    def makedirs(cls, path: str) -> None:
+        gfile = cls._gfile(path)
+        if gfile:
+            gfile.makedirs(path)
+        else:
+            os.makedirs(path, exist_ok=True)
+
+    @classmethod
+    def set_aside(cls, path: str, aside: str) -> None:
+        gfile = cls._gfile(path)
+        if gfile:
+            gfile.rename(path, aside)
+        else:
+            os.rename(path, aside)
+
+
+# ------------------------------------------------------------------ subprocesses
+def _child_env(data_dir: Optional[str]) -> dict:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if data_dir:
+        env["BERT_DATA_DIR"] = data_dir
+    return env
+
+
+class _Child:
+    """The running CLI, so that SIGTERM / Ctrl-C stop it before the harness exits."""
+    process: Optional[subprocess.Popen] = None
+
+
+def stop_child(signum, frame):
+    """SIGTERM handler: stops the running CLI, then interrupts the harness."""
+    if _Child.process and _Child.process.poll() is None:
+        _Child.process.terminate()
+        try:
+            _Child.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _Child.process.kill()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stream(command: list, log_path: str, env: dict, echo: bool) -> int:
+    """Runs `command`, appending its output to log_path (and echoing it); returns its
+    exit status."""
+    with open(log_path, "ab") as log:
+        log.write(f"\n=== {now()} {' '.join(command)}\n".encode())
+        log.flush()
+        _Child.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, env=env)
+        try:
+            while True:
+                chunk = os.read(_Child.process.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                log.write(chunk)
+                log.flush()
+                if echo:
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.flush()
+            return _Child.process.wait()
+        finally:
+            _Child.process = None
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 20000))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    # Progress bars redraw with carriage returns: each redraw is a line here.
+    kept = [line for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def _error_line(tail: str) -> str:
+    """The most telling line of a failed run's output."""
+    lines = tail.splitlines()
+    for pattern in (r"^error: ", r"Error\b", r"ERROR"):
+        for line in reversed(lines):
+            if re.search(pattern, line):
+                return line.strip()[:300]
+    return (lines[-1].strip()[:300] if lines else "no output")
+
+
+# ------------------------------------------------------------------------ outputs
+def _copy_outputs(run: Run, files_dir: str) -> list:
+    """Copies the run's small outputs (`KEEP`) under files_dir; returns their paths."""
+    copied = []
+    for pattern in KEEP[run.stage]:
+        for path in _Files.glob(os.path.join(run.out_dir, pattern)):
+            relative = path[len(run.out_dir):].lstrip("/")
+            target = os.path.join(files_dir, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            _Files.copy(path, target)
+            copied.append(relative)
+    return copied
+
+
+def _collect(run: Run, files_dir: str) -> tuple:
+    """(metrics, result, copied files) from the run's output directory."""
+    result = json.loads(_Files.read(os.path.join(run.out_dir, RESULT_FILE[run.stage])))
+    copied = _copy_outputs(run, files_dir)
+    if run.stage == "finetune":
+        metrics = result["metrics"]
+        result = {k: v for k, v in result.items() if k != "hardware"}
+    elif run.stage == "pretrain":
+        metrics = result
+        exports = run.config.export_steps if run.config is not None else ()
+        missing = [step for step in exports
+                   if not _Files.isdir(os.path.join(run.out_dir, f"export_{step}"))]
+        if not _Files.isdir(os.path.join(run.out_dir, "export")) or missing:
+            raise FileNotFoundError(
+                f"{run.out_dir}: no export/ or export_<step>/ for steps {missing}")
+    else:
+        metrics = {k: result.get(k) for k in ("num_instances", "instances_per_second",
+                                               "peak_rss_mb", "seconds")}
+        result = {k: v for k, v in result.items() if k != "shards"}
+    return metrics, result, copied
+
+
+# ------------------------------------------------------------------------ running
+def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = True) -> dict:
+    """Runs one CLI and writes its record (status "running" first, then the outcome)."""
+    record = base_record(run, plan)
+    record_dir = os.path.dirname(record_path(output_dir, run.run_id))
+    os.makedirs(record_dir, exist_ok=True)
+    started = time.time()
+    record.update(status="running", started=now(), git=provenance.git_commit(),
+                  hardware=provenance.describe(), log="log.txt",
+                  needs_ended={n: (load_record(output_dir, n) or {}).get("ended")
+                               for n in run.needs})
+    write_record(output_dir, record)
+    _Files.makedirs(run.out_dir)
+    log_path = os.path.join(record_dir, "log.txt")
+    returncode = _stream([sys.executable, "-m", run.module, *run.args], log_path,
+                         _child_env(data_dir), echo)
+    record.update(returncode=returncode, ended=now(),
+                  wall_seconds=round(time.time() - started, 1))
+    tail = _tail(log_path)
+    if returncode != 0:
+        record.update(status="failed", reason=f"exit {returncode}: {_error_line(tail)}",
+                      log_tail=tail)
+    else:
+        try:
+            metrics, result, copied = _collect(run, os.path.join(record_dir, "files"))
+            record.update(status="finished", metrics=metrics, result=result)
+            record["outputs"]["files"] = copied
+        except (OSError, KeyError, ValueError) as e:
+            record.update(status="failed", reason=f"outputs missing: {e}", log_tail=tail)
+    write_record(output_dir, record)
+    return record
+
+
+def _relabel(run: Run, plan: Plan, record: dict, output_dir: str) -> None:
+    """A finished run whose cells, tables or info the plan now files differently: same
+    run, new labels."""
+    base = json.loads(files.json_text(base_record(run, plan)))  # as the record holds it
+    if any(record.get(k) != base[k] for k in ("cells", "tables", "info")):
+        write_record(output_dir, {**record, **{k: base[k] for k in ("cells", "tables", "info")}})
+
+
+def _record_unavailable(run: Run, plan: Plan, record: Optional[dict], output_dir: str) -> None:
+    # Rewritten only when the reason changes, so a re-run leaves results/ clean.
+    known = (record or {}).get("status"), (record or {}).get("reason")
+    if known != ("unavailable", run.unavailable):
+        write_record(output_dir, {**base_record(run, plan), "status": "unavailable",
+                                  "reason": run.unavailable, "ended": now()})
+
+
+def _start(run: Run, plan: Plan, status: str, output_dir: str, data_dir: str,
+           echo: bool) -> str:
+    """Runs a todo / rerun / changed run; returns its final status."""
+    if status == "changed" and _Files.isdir(run.out_dir):
+        # Its outputs (checkpoints above all) belong to another command: set aside,
+        # not deleted, in case the change was a mistake.
+        aside = f"{run.out_dir}.old-{time.strftime('%Y%m%d-%H%M%S')}"
+        print(f"--- {run.run_id}: command changed; moving {run.out_dir} to {aside}",
+              flush=True)
+        _Files.set_aside(run.out_dir, aside)
+    print(f"--- {run.run_id} ({'resuming' if status == 'rerun' else 'starting'}, "
+          f"estimated {duration(run.estimate_s)}): {run.command}", flush=True)
+    record = execute(run, plan, output_dir, data_dir, echo)
+    summary = ", ".join(f"{k} {v:.4g}" for k, v in (record.get("metrics") or {}).items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool))
+    print(f"--- {run.run_id}: {record['status']} in {duration(record['wall_seconds'])}"
+          f"{' ' + record.get('reason', '') if record['status'] != 'finished' else ''}"
+          f"{': ' + summary[:300] if summary else ''}", flush=True)
+    return record["status"]
+
+
+def run_plan(plan: Plan, output_dir: str, data_dir: str, echo: bool = True) -> dict:
+    """Runs every unfinished run of the plan in order; returns {run_id: status}."""
+    final = {}
+    for run in plan.runs.values():
+        record = load_record(output_dir, run.run_id)
+        status = run_status(run, record, output_dir)
+        blocked = [n for n in run.needs if final.get(n) != "finished"]
+        if status == "finished":
+            _relabel(run, plan, record, output_dir)
+            final[run.run_id] = "finished"
+        elif status == "n/a":
+            _record_unavailable(run, plan, record, output_dir)
+            final[run.run_id] = "unavailable"
+        elif blocked:
+            reason = f"needs {blocked[0]} ({final.get(blocked[0], 'not run')})"
+            write_record(output_dir, {**base_record(run, plan), "status": "blocked",
+                                      "reason": reason, "ended": now()})
+            final[run.run_id] = "blocked"
+            print(f"--- {run.run_id}: blocked, {reason}", flush=True)
+        else:
+            final[run.run_id] = _start(run, plan, status, output_dir, data_dir, echo)
+    return final
