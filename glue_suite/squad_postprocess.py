@@ -182,60 +182,85 @@ def postprocess(examples: Sequence[SquadExample], features: dict, start_logits: 
 
     result = SquadPredictions({}, {}, {}, {})
     for i, example in enumerate(examples):
-        prelim = []  # (score, window, start, end, start logit, end logit)
-        null = None  # (score, start logit, end logit) of the window with the lowest
-        for f in windows[i]:
-            starts, ends = start_logits[f], end_logits[f]
-            if version_2 and (null is None or starts[0] + ends[0] < null[0]):
-                null = (starts[0] + ends[0], starts[0], ends[0])
-            for s, e in _candidates(starts, ends, features["token_to_orig"][f],
-                                    features["token_is_max_context"][f], n_best_size,
-                                    max_answer_length):
-                prelim.append((starts[s] + ends[e], f, s, e, starts[s], ends[e]))
-        if null is not None:
-            prelim.append((null[0], None, 0, 0, null[1], null[2]))
-        prelim.sort(key=lambda p: p[0], reverse=True)  # stable, as the original
-
-        nbest, seen = [], set()
-        for _, f, s, e, start_logit, end_logit in prelim:
-            if len(nbest) >= n_best_size:
-                break
-            if f is None:
-                text = ""
-            else:
-                pieces = " ".join(vocab[t] for t in features["input_ids"][f][s:e + 1])
-                pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
-                to_orig = features["token_to_orig"][f]
-                orig_text = " ".join(example.doc_tokens[to_orig[s]:to_orig[e] + 1])
-                text = get_final_text(pred_text, orig_text, lower_case)
-                if text in seen:
-                    continue
-            seen.add(text)
-            nbest.append((text, float(start_logit), float(end_logit)))
-        if null is not None and "" not in seen:
-            nbest.append(("", float(null[1]), float(null[2])))
-        if not nbest:  # no valid span at all (e.g. an empty paragraph)
-            nbest.append(("empty", 0.0, 0.0))
-
-        probabilities = _softmax([s + e for _, s, e in nbest])
-        result.nbest[example.qas_id] = [
-            {"text": t, "probability": p, "start_logit": s, "end_logit": e}
-            for (t, s, e), p in zip(nbest, probabilities)]
-        best = next(((t, s, e) for t, s, e in nbest if t), None)
-        if not version_2:
-            result.predictions[example.qas_id] = nbest[0][0]
-            result.best_non_null[example.qas_id] = nbest[0][0]
-        elif best is None:  # only the null answer
-            result.null_odds[example.qas_id] = float(null[0])
-            result.predictions[example.qas_id] = ""
-            result.best_non_null[example.qas_id] = ""
-        else:
-            score_diff = float(null[0] - best[1] - best[2])
-            result.null_odds[example.qas_id] = score_diff
-            result.best_non_null[example.qas_id] = best[0]
-            result.predictions[example.qas_id] = (
-                "" if score_diff > null_score_diff_threshold else best[0])
+        prelim, null = _ranked_spans(windows[i], features, start_logits, end_logits,
+                                     version_2, n_best_size, max_answer_length)
+        nbest = _nbest(example, prelim, null, features, vocab, lower_case, n_best_size)
+        _record(result, example.qas_id, nbest, null, version_2, null_score_diff_threshold)
     return result
+
+
+def _ranked_spans(windows, features, start_logits, end_logits, version_2, n_best_size,
+                  max_answer_length):
+    """Candidate spans of one example's windows, best first, and its null score.
+
+    Returns:
+        prelim: [(score, window, start, end, start logit, end logit)]; the null answer
+            is the entry whose window is None.
+        null: (score, start logit, end logit) of the window with the lowest null score,
+            or None (SQuAD v1.1).
+    """
+    prelim, null = [], None
+    for f in windows:
+        starts, ends = start_logits[f], end_logits[f]
+        if version_2 and (null is None or starts[0] + ends[0] < null[0]):
+            null = (starts[0] + ends[0], starts[0], ends[0])
+        for s, e in _candidates(starts, ends, features["token_to_orig"][f],
+                                features["token_is_max_context"][f], n_best_size,
+                                max_answer_length):
+            prelim.append((starts[s] + ends[e], f, s, e, starts[s], ends[e]))
+    if null is not None:
+        prelim.append((null[0], None, 0, 0, null[1], null[2]))
+    prelim.sort(key=lambda p: p[0], reverse=True)  # stable, as the original
+    return prelim, null
+
+
+def _nbest(example, prelim, null, features, vocab, lower_case, n_best_size) -> list:
+    """The n best distinct answer texts [(text, start logit, end logit)], each cut from
+    the original paragraph text."""
+    nbest, seen = [], set()
+    for _, f, s, e, start_logit, end_logit in prelim:
+        if len(nbest) >= n_best_size:
+            break
+        if f is None:
+            text = ""
+        else:
+            pieces = " ".join(vocab[t] for t in features["input_ids"][f][s:e + 1])
+            pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
+            to_orig = features["token_to_orig"][f]
+            orig_text = " ".join(example.doc_tokens[to_orig[s]:to_orig[e] + 1])
+            text = get_final_text(pred_text, orig_text, lower_case)
+            if text in seen:
+                continue
+        seen.add(text)
+        nbest.append((text, float(start_logit), float(end_logit)))
+    if null is not None and "" not in seen:
+        nbest.append(("", float(null[1]), float(null[2])))
+    if not nbest:  # no valid span at all (e.g. an empty paragraph)
+        nbest.append(("empty", 0.0, 0.0))
+    return nbest
+
+
+def _record(result: SquadPredictions, qas_id: str, nbest: list, null, version_2: bool,
+            null_score_diff_threshold: float) -> None:
+    """Stores one example's n-best list, answer, best non-null answer and null odds."""
+    probabilities = _softmax([s + e for _, s, e in nbest])
+    result.nbest[qas_id] = [
+        {"text": t, "probability": p, "start_logit": s, "end_logit": e}
+        for (t, s, e), p in zip(nbest, probabilities)]
+    best = next(((t, s, e) for t, s, e in nbest if t), None)
+    if not version_2:
+        result.predictions[qas_id] = nbest[0][0]
+        result.best_non_null[qas_id] = nbest[0][0]
+    elif best is None:  # only the null answer
+        result.null_odds[qas_id] = float(null[0])
+        result.predictions[qas_id] = ""
+        result.best_non_null[qas_id] = ""
+    else:
+        score_diff = float(null[0] - best[1] - best[2])
+        result.null_odds[qas_id] = score_diff
+        result.best_non_null[qas_id] = best[0]
+        result.predictions[qas_id] = (
+            "" if score_diff > null_score_diff_threshold else best[0])
 
 
 # ---------------------------------------------------------------------------------------
