@@ -21,8 +21,12 @@ def test_saved_model_serves_raw_strings(tmp_path, minilm_dir):
     served = loaded.signatures["serving_default"](text=texts)
     encoder, _ = load_encoder(minilm_dir)
     expected = encoder(BertPreprocessor(tokenizer, 32)(texts))
-    np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"], atol=1e-5)
-    np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"], atol=1e-5)
+    # The SavedModel graph and the eager model sum in different orders (oneDNN picks
+    # per path): float32 reassociation over 6 layers, on LayerNorm-scaled values of O(1).
+    np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"],
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(served["sequence_output"], expected["sequence_output"],
+                               rtol=1e-4, atol=1e-4)
     assert served["encoder_outputs"].shape == (7, 2, 32, 384)
 
     pair = loaded.signatures["pair"](text_a=tf.constant(["A question?"]),

@@ -241,12 +241,22 @@ def test_export_steps_write_intermediate_models_without_changing_the_run(data, r
 
 
 # ------------------------------------------------------------------------- equivalences
+def ran_in_a_fresh_process(test) -> bool:
+    """Tests of the Mirrored strategy need two logical CPUs, which only a process whose
+    TensorFlow was not yet initialised (by an earlier test module) can configure: there,
+    run `test` alone in a new process, and say so (the caller then returns)."""
+    if len(tf.config.list_logical_devices("CPU")) >= 2:
+        return False
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             f"{__file__}::{test.__name__}"],
+                            cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "1 passed" in result.stdout, result.stdout[-3000:]  # not skipped
+    return True
+
+
 def test_mirrored_two_cpus_matches_one_device(data, reference, tmp_path):
-    if len(tf.config.list_logical_devices("CPU")) < 2:  # TF was initialised too early
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 f"{__file__}::{test_mirrored_two_cpus_matches_one_device.__name__}"],
-                                cwd=REPO, capture_output=True, text=True)
-        assert result.returncode == 0, result.stdout[-3000:]
+    if ran_in_a_fresh_process(test_mirrored_two_cpus_matches_one_device):
         return
     strategy = distribute.create_strategy("mirrored")
     assert strategy.num_replicas_in_sync == 2
@@ -366,8 +376,8 @@ def test_bad_configurations():
 
 
 def test_batch_must_split_over_replicas_and_micro_batches(data, tmp_path):
-    if len(tf.config.list_logical_devices("CPU")) < 2:
-        pytest.skip("needs two logical CPUs (TensorFlow was initialised before this module)")
+    if ran_in_a_fresh_process(test_batch_must_split_over_replicas_and_micro_batches):
+        return
     config = make_config(data, tmp_path, global_batch_size=12, grad_accum_steps=4)
     with pytest.raises(ValueError, match="replicas \\(2\\) x grad_accum_steps \\(4\\)"):
         Trainer(config, distribute.create_strategy("mirrored"))
