@@ -5,6 +5,7 @@ harness can stamp every run record with it.
 """
 
 import functools
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -70,20 +71,29 @@ def package_versions() -> dict:
 
 
 def git_commit(repo: str = REPO) -> dict:
-    """{"commit": sha or None, "dirty": bool}: dirty when tracked files outside results/
-    have local changes (the harness itself rewrites results/ while it runs)."""
+    """The code a run ran: {"commit", "dirty", "changed_files", "diff_sha256"}.
+
+    Dirty when tracked files outside results/ have local changes (the harness itself
+    rewrites results/ while it runs); then `changed_files` names them and `diff_sha256`
+    identifies their uncommitted diff, so a record says which edits it ran with. None
+    values where git is unavailable.
+    """
     def git(*args):
         return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
                               timeout=20)
+    unknown = {"commit": None, "dirty": None, "changed_files": None, "diff_sha256": None}
+    outside_results = ("--", ".", ":(exclude)results")
     try:
         head = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                     ":(exclude)results")
+        changed = git("diff", "HEAD", "--name-only", *outside_results)
+        diff = git("diff", "HEAD", "--binary", *outside_results)
     except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    if head.returncode:
-        return {"commit": None, "dirty": None}
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+        return unknown
+    if head.returncode or changed.returncode or diff.returncode:
+        return unknown
+    files = changed.stdout.split()
+    return {"commit": head.stdout.strip(), "dirty": bool(files), "changed_files": files,
+            "diff_sha256": hashlib.sha256(diff.stdout.encode()).hexdigest() if files else None}
 
 
 @functools.lru_cache(maxsize=1)
