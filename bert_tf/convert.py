@@ -33,6 +33,7 @@ import numpy as np
 from bert_tf.checkpoints import (KERAS_HUB_CONFIG, KERAS_HUB_FIXED, KERAS_HUB_METADATA_KEY,
                                  assign_weights, build_model, copy_vocab, from_keras_hub_layout,
                                  heads_in, name_map, read_checkpoint, write_checkpoint)
+from bert_tf.cli import check_output_dir, run_main
 from bert_tf.config import BertConfig
 from bert_tf.files import atomic_open, write_json
 
@@ -212,6 +213,7 @@ def main(argv=None):
     parser.add_argument("--to", required=True, choices=sorted(WRITERS))
     parser.add_argument("--output_dir", required=True)
     args = parser.parse_args(argv)
+    check_output_dir(args.output_dir, "--output_dir")
     done = convert(args.checkpoint, args.to, args.output_dir)
     heads = ", ".join(("encoder", *done.heads))
     print(f"wrote {args.to} ({heads}) to {args.output_dir} from {done.source} "
@@ -221,4 +223,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

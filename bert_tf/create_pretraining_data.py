@@ -6,11 +6,12 @@
         --short_seq_prob 0.1 --random_seed 12345 [--objective nsp|no_nsp|ltr] \\
         [--mask_rates 0.8,0.1,0.1] [--do_whole_word_mask] [--num_workers N]
 
-The stage, like google-research/bert's `create_pretraining_data.py`, in four modules:
+The stage, like google-research/bert's `create_pretraining_data.py`, in five modules:
   text_sources           files -> documents -> sentences (WikiExtractor `<doc>` files,
                          Project Gutenberg books, one sentence per line)
   this module            sentences -> WordPiece ids; the files run through worker
-                         processes; their records dealt to shards
+                         processes
+  shard_set              their records dealt to shards, moved into place, metadata.json
   pretraining_instances  a document's ids -> training instances (the original
                          algorithm; the objectives and a worked example)
   pretraining_dataset    an instance -> a tf.train.Example (the record features)
@@ -40,7 +41,6 @@ import argparse
 import collections
 import dataclasses
 import glob
-import math
 import multiprocessing
 import os
 import random
@@ -55,16 +55,16 @@ from typing import Iterator
 import tensorflow as tf
 import tqdm
 
-from bert_tf import text_sources
-from bert_tf.files import write_json
-from bert_tf.pretraining_dataset import feature_spec, instance_to_example
+from bert_tf import shard_set, text_sources
+from bert_tf.cli import InputError, MissingInputError, check_output_dir, run_main
+from bert_tf.files import file_sha256
+from bert_tf.pretraining_dataset import METADATA_FILE, feature_spec, instance_to_example
 from bert_tf.pretraining_instances import (OBJECTIVES, DataConfig, Document, Source, Vocab,
                                            RandomDocumentPool, create_nsp_instances,
                                            create_packed_instances)
 from bert_tf.tokenization import BertTokenizer
 
 TOKENIZE_BATCH_SENTENCES = 4096  # tf-text is fast per batch and slow per call
-SHARD_PATTERN = "part-{:05d}-of-{:05d}.tfrecord"
 
 # What `create_pretraining_data` counts, in the order it reports them.
 COUNTS = (
@@ -97,10 +97,12 @@ def _tokenize(batch: list[tuple[Source, list[str]]],
 
 
 def tokenized_documents(path: str, file_index: int, tokenizer: BertTokenizer,
-                        stats: collections.Counter) -> Iterator[tuple[Source, Document]]:
-    """Streams one file's documents as WordPiece ids, tokenizing in large batches."""
+                        stats: collections.Counter, max_bytes: int | None = None
+                        ) -> Iterator[tuple[Source, Document]]:
+    """Streams one file's documents as WordPiece ids, tokenizing in large batches; only
+    from its first `max_bytes` where given (a rehearsal's input cap)."""
     batch, num_sentences = [], 0
-    for index, sentences in text_sources.read_documents(path, stats):
+    for index, sentences in text_sources.read_documents(path, stats, max_bytes=max_bytes):
         batch.append(((file_index, index), sentences))
         num_sentences += len(sentences)
         if num_sentences >= TOKENIZE_BATCH_SENTENCES:
@@ -110,14 +112,15 @@ def tokenized_documents(path: str, file_index: int, tokenizer: BertTokenizer,
         yield from _tokenize(batch, tokenizer)
 
 
-def _other_files_documents(files: list[str], file_index: int,
-                           tokenizer: BertTokenizer) -> Iterator[tuple[Source, Document]]:
+def _other_files_documents(files: list[str], file_index: int, tokenizer: BertTokenizer,
+                           max_bytes: int | None) -> Iterator[tuple[Source, Document]]:
     """The documents of the files after `file_index`, then before it, then its own."""
     order = list(range(file_index + 1, len(files))) + list(range(file_index + 1))
     for j in order:
         try:
             # Not counted: each file is counted once, when it is processed itself.
-            yield from tokenized_documents(files[j], j, tokenizer, collections.Counter())
+            yield from tokenized_documents(files[j], j, tokenizer, collections.Counter(),
+                                           max_bytes)
         except OSError:
             pass
 
@@ -145,11 +148,13 @@ def _process_file(task: tuple[int, list[str], DataConfig, str]):
     rng = random.Random(f"{config.random_seed}/{file_index}")
     pool = None
     if config.objective == "nsp":
-        pool = RandomDocumentPool(_other_files_documents(files, file_index, tokenizer),
-                                  config.pool_documents, config.pool_tokens)
+        others = _other_files_documents(files, file_index, tokenizer,
+                                        config.max_bytes_per_file)
+        pool = RandomDocumentPool(others, config.pool_documents, config.pool_tokens)
     with tf.io.TFRecordWriter(out_path) as writer:
         try:
-            for source, document in tokenized_documents(path, file_index, tokenizer, stats):
+            for source, document in tokenized_documents(path, file_index, tokenizer, stats,
+                                                        config.max_bytes_per_file):
                 num_tokens = sum(map(len, document))
                 stats["tokens"] += num_tokens
                 if pool is not None:
@@ -177,8 +182,10 @@ def _process_file(task: tuple[int, list[str], DataConfig, str]):
 # ----------------------------------------------------------------------------------
 # Input files.
 
-def expand_input_patterns(patterns: str) -> list[str]:
-    """Comma-separated globs (`**` recurses) -> files, each glob's matches sorted.
+def expand_input_patterns(patterns: str, max_files_per_pattern: int | None = None
+                          ) -> list[str]:
+    """Comma-separated globs (`**` recurses) -> files, each glob's matches sorted (the
+    first `max_files_per_pattern` of them where given).
 
     Raises ValueError for a glob that matches no file (directories do not count).
     """
@@ -186,8 +193,8 @@ def expand_input_patterns(patterns: str) -> list[str]:
     for pattern in filter(None, (p.strip() for p in patterns.split(","))):
         matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
         if not matches:
-            raise ValueError(f"--input_files: {pattern!r} matches no file")
-        files.update(dict.fromkeys(matches))
+            raise InputError(pattern, None, "--input_files matches no file")
+        files.update(dict.fromkeys(matches[:max_files_per_pattern]))
     if not files:
         raise ValueError("--input_files is empty")
     return list(files)
@@ -220,7 +227,7 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
         ValueError: bad arguments, or no instance could be made from the input.
     """
     _check_arguments(input_files, vocab_file, num_workers, shard_size)
-    _clear_output_dir(output_dir, overwrite)
+    shard_set.clear_output_dir(output_dir, overwrite)
     start = time.time()
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)  # checks the vocabulary
     tmp_dir = tempfile.mkdtemp(prefix=".tmp-", dir=output_dir)
@@ -234,21 +241,21 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
         num_instances = stats["instances"]
         if num_instances == 0:
             metadata["shards"] = []
-            _write_metadata(metadata, output_dir)
-            raise ValueError(
+            shard_set.write_metadata(metadata, output_dir)
+            raise InputError(
+                os.path.join(output_dir, METADATA_FILE), None,
                 f"no training instances were made from {len(input_files)} input files "
                 f"({stats['documents']} documents, {stats['tokens']} tokens); "
-                f"skipped: {skipped[:5]}; see {output_dir}/metadata.json")
-        metadata["shards"] = _write_shards(parts, num_instances, output_dir, shard_size,
-                                           config.random_seed, tmp_dir)
+                f"skipped: {skipped[:5]}")
+        metadata["shards"] = shard_set.write_shards(parts, num_instances, tmp_dir,
+                                                    shard_size, config.random_seed, tmp_dir)
+        seconds = time.time() - start
+        metadata.update(num_instances=num_instances, seconds=round(seconds, 1),
+                        instances_per_second=round(num_instances / seconds, 1),
+                        peak_rss_mb=_peak_rss_mb())
+        shard_set.move_into_place(metadata, tmp_dir, output_dir)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-
-    seconds = time.time() - start
-    metadata.update(num_instances=num_instances, seconds=round(seconds, 1),
-                    instances_per_second=round(num_instances / seconds, 1),
-                    peak_rss_mb=_peak_rss_mb())
-    _write_metadata(metadata, output_dir)
     return metadata
 
 
@@ -257,20 +264,9 @@ def _check_arguments(input_files: list[str], vocab_file: str, num_workers: int,
     if not input_files:
         raise ValueError("no input files")
     if not os.path.isfile(vocab_file):
-        raise ValueError(f"vocab_file not found: {vocab_file}")
+        raise MissingInputError(vocab_file, "vocabulary file not found (--vocab_file)")
     if num_workers < 1 or shard_size < 1:
         raise ValueError("num_workers and shard_size must be >= 1")
-
-
-def _clear_output_dir(output_dir: str, overwrite: bool) -> None:
-    """Creates output_dir; removes its shards if `overwrite`, refuses to mix otherwise."""
-    os.makedirs(output_dir, exist_ok=True)
-    old = glob.glob(os.path.join(output_dir, "part-*-of-*.tfrecord"))
-    if old and not overwrite:
-        raise ValueError(f"{output_dir} already holds {len(old)} shards; remove them or "
-                         f"pass overwrite=True (--overwrite)")
-    for path in old:
-        os.remove(path)
 
 
 def _write_file_parts(input_files: list[str], parts: list[str], config: DataConfig,
@@ -317,6 +313,7 @@ def _metadata(command: str | None, input_files: list[str], vocab_file: str,
         "input_files": len(input_files),
         "vocab_file": os.path.abspath(vocab_file),
         "vocab_size": tokenizer.vocab_size,
+        "vocab_sha256": file_sha256(vocab_file),
         "lower_case": tokenizer.lower_case,
         "config": dataclasses.asdict(config),
         "random_seed": config.random_seed,
@@ -327,60 +324,6 @@ def _metadata(command: str | None, input_files: list[str], vocab_file: str,
         "counts": {key: stats[key] for key in COUNTS},
         "skipped": skipped,
     }
-
-
-def _write_metadata(metadata: dict, output_dir: str) -> None:
-    write_json(os.path.join(output_dir, "metadata.json"), metadata)
-
-
-def _raise_open_file_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        if hard != resource.RLIM_INFINITY and hard < needed:
-            raise ValueError(f"{needed} shards need {needed} open files but the limit is "
-                             f"{hard}; raise --shard_size")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-
-
-def _read_records(path: str) -> Iterator[bytes]:
-    """The records of a TFRecord file, as bytes.
-
-    In batches because tf.data's per-element cost is eager overhead: measured on 100k
-    records of 870 bytes, 205 us per record one at a time, 3.6 us in batches of 1024
-    (a hand-written frame parser: 1 us; 300k records are read twice per run, so batches
-    cost ~2 s of a ~4 min run).
-    """
-    for batch in tf.data.TFRecordDataset(path).batch(1024):
-        yield from batch.numpy()
-
-
-def _write_shards(parts: list[str], num_instances: int, output_dir: str, shard_size: int,
-                  seed: int, tmp_dir: str) -> list[dict]:
-    """Deals the per-file records round-robin to shards, then shuffles each shard."""
-    num_shards = max(1, math.ceil(num_instances / shard_size))
-    _raise_open_file_limit(num_shards + 64)
-    buckets = [os.path.join(tmp_dir, f"bucket-{j:05d}") for j in range(num_shards)]
-    writers = [tf.io.TFRecordWriter(b) for b in buckets]
-    k = 0
-    for part in parts:
-        for record in _read_records(part):
-            writers[k % num_shards].write(record)
-            k += 1
-        os.remove(part)
-    for writer in writers:
-        writer.close()
-
-    shards = []
-    for j, bucket in enumerate(buckets):
-        records = list(_read_records(bucket))
-        random.Random(f"{seed}/shard/{j}").shuffle(records)
-        name = SHARD_PATTERN.format(j, num_shards)
-        with tf.io.TFRecordWriter(os.path.join(output_dir, name)) as writer:
-            for record in records:
-                writer.write(record)
-        os.remove(bucket)
-        shards.append({"file": name, "instances": len(records)})
-    return shards
 
 
 def _peak_rss_mb() -> dict:
@@ -423,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random next segments come from this many recent documents")
     p.add_argument("--pool_tokens", type=int, default=250_000,
                    help="... holding at most this many tokens")
+    # Input caps, for rehearsing a plan in minutes; none of them is a setting of the paper.
+    p.add_argument("--max_files_per_pattern", type=int, default=None,
+                   help="use only the first N files each --input_files glob matches")
+    p.add_argument("--max_bytes_per_file", type=int, default=None,
+                   help="read only about the first N bytes of each input file (whole "
+                        "lines; per file, so any --num_workers gives the same shards)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace shards already in --output_dir")
     return p
@@ -437,23 +386,27 @@ def _data_config(args: argparse.Namespace) -> DataConfig:
         short_seq_prob=args.short_seq_prob, dupe_factor=args.dupe_factor,
         do_whole_word_mask=args.do_whole_word_mask, objective=args.objective,
         dynamic_masking=args.dynamic_masking, random_seed=args.random_seed,
-        pool_documents=args.pool_documents, pool_tokens=args.pool_tokens)
+        pool_documents=args.pool_documents, pool_tokens=args.pool_tokens,
+        max_bytes_per_file=args.max_bytes_per_file)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # also for the workers
+    check_output_dir(args.output_dir, "--output_dir")
     try:
         config = _data_config(args)
-        input_files = expand_input_patterns(args.input_files)
+        input_files = expand_input_patterns(args.input_files, args.max_files_per_pattern)
         lower_case = {"auto": None, "true": True, "false": False}[args.do_lower_case]
         metadata = create_pretraining_data(
             input_files, args.vocab_file, args.output_dir, config, lower_case=lower_case,
             num_workers=args.num_workers, shard_size=args.shard_size,
             overwrite=args.overwrite,
             command="python -m bert_tf.create_pretraining_data " + shlex.join(argv))
-    except ValueError as e:
+    except InputError:
+        raise  # a bad input file or directory: run_main prints it
+    except ValueError as e:  # a flag the run cannot honour
         sys.exit(f"error: {e}")
     _print_summary(metadata, args.output_dir)
 
@@ -475,4 +428,4 @@ def _print_summary(metadata: dict, output_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -18,10 +18,12 @@ import json
 import re
 import sys
 
+import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from bert_tf.checkpoints import load_encoder
+from bert_tf import cli
+from bert_tf.checkpoints import check_max_seq_length, load_encoder
 from bert_tf.files import atomic_open
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 
@@ -36,7 +38,7 @@ def read_lines(path):
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as e:
-                raise ValueError(f"{path}: line {number}: not valid UTF-8 ({e})") from None
+                raise cli.InputError(path, number, f"not valid UTF-8 ({e})") from None
             match = PAIR.match(line)
             examples.append((match.group(1), match.group(2)) if match else (line, None))
     return examples
@@ -53,38 +55,62 @@ def layer_positions(layers, num_layers):
     return positions
 
 
-def extract(encoder, preprocessor, tokenizer, examples, layers, batch_size):
-    """Yields (line index, features) in input order, one chunk of `batch_size` lines at a time
-    (singles and pairs of a chunk run as separate batches), so memory stays bounded."""
-    positions = layer_positions(layers, encoder.config.num_hidden_layers)
+# Lines read, sorted by length and batched together: enough for batches of similar length,
+# few enough that their hidden states (kept as float32 until written) stay small.
+WINDOW_BATCHES = 8
 
-    @tf.function
+
+def _line_features(tokens, hidden, layers):
+    """One line's output: every real token with its values in each requested layer."""
+    return [{"token": token,
+             "layers": [{"index": layer, "values": [round(float(x), 6) for x in h[t]]}
+                        for layer, h in zip(layers, hidden)]}
+            for t, token in enumerate(tokens)]
+
+
+def extract(encoder, preprocessor, tokenizer, examples, layers, batch_size):
+    """Yields (line index, features) in input order.
+
+    Lines are read `batch_size * WINDOW_BATCHES` at a time, so memory stays bounded.
+    Within a window, singles and pairs run as separate batches of lines of similar length,
+    each batch cut to its longest line: the encoder masks padding, so a line's values do
+    not depend on its batch.
+    """
+    positions = layer_positions(layers, encoder.config.num_hidden_layers)
+    spec = tf.TensorSpec([None, None], tf.int32)
+
+    # One trace for every batch shape (no XLA: nothing compiles per shape).
+    @tf.function(input_signature=[{"input_ids": spec, "input_mask": spec, "segment_ids": spec}])
     def run(inputs):
         outputs = encoder(inputs, training=False)["encoder_outputs"]
         return [outputs[p] for p in positions]
 
-    for start in tqdm(range(0, len(examples), batch_size), unit="batch", file=sys.stderr):
-        chunk = range(start, min(start + batch_size, len(examples)))
-        features = {}
-        for is_pair in (False, True):
-            indices = [i for i in chunk if (examples[i][1] is not None) == is_pair]
-            if not indices:
-                continue
-            text_a = tf.constant([examples[i][0] for i in indices])
-            text_b = tf.constant([examples[i][1] for i in indices]) if is_pair else None
-            inputs = preprocessor(text_a, text_b)
-            hidden = [h.numpy() for h in run(inputs)]  # each [B, T, H]
-            ids, mask = inputs["input_ids"].numpy(), inputs["input_mask"].numpy()
-            for row, index in enumerate(indices):
-                tokens = tokenizer.convert_ids_to_tokens(ids[row, :int(mask[row].sum())])
-                features[index] = [
-                    {"token": token,
-                     "layers": [{"index": layer,
-                                 "values": [round(float(x), 6) for x in h[row, t]]}
-                                for layer, h in zip(layers, hidden)]}
-                    for t, token in enumerate(tokens)]
-        for index in chunk:
-            yield index, features[index]
+    window = batch_size * WINDOW_BATCHES
+    with tqdm(total=len(examples), unit="line", file=sys.stderr) as progress:
+        for start in range(0, len(examples), window):
+            chunk = range(start, min(start + window, len(examples)))
+            hidden = {}  # line index -> (tokens, [h [n, H] per layer])
+            for is_pair in (False, True):
+                indices = [i for i in chunk if (examples[i][1] is not None) == is_pair]
+                if not indices:
+                    continue
+                text_a = tf.constant([examples[i][0] for i in indices])
+                text_b = tf.constant([examples[i][1] for i in indices]) if is_pair else None
+                inputs = {k: v.numpy() for k, v in preprocessor(text_a, text_b).items()}
+                lengths = inputs["input_mask"].sum(-1)  # [B]
+                order = np.argsort(lengths, kind="stable")
+                for b in range(0, len(order), batch_size):
+                    rows = order[b:b + batch_size]
+                    longest = int(lengths[rows].max())
+                    outputs = [h.numpy() for h in run(
+                        {k: v[rows, :longest] for k, v in inputs.items()})]  # each [b, n, H]
+                    for j, row in enumerate(rows):
+                        n = int(lengths[row])
+                        tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][row, :n])
+                        hidden[indices[row]] = (tokens, [h[j, :n] for h in outputs])
+            for index in chunk:
+                yield index, _line_features(*hidden.pop(index), layers)
+            progress.update(len(chunk))
 
 
 def main(argv=None):
@@ -112,15 +138,17 @@ def main(argv=None):
     except ValueError:
         parser.error(f"--layers must be comma-separated integers, got {args.layers!r}")
 
+    cli.check_output_file(args.output_file, "--output_file")
     encoder, checkpoint = load_encoder(args.checkpoint)
-    if args.max_seq_length > checkpoint.config.max_position_embeddings:
-        parser.error(f"--max_seq_length {args.max_seq_length} exceeds the model's "
-                     f"max_position_embeddings={checkpoint.config.max_position_embeddings}")
+    check_max_seq_length(checkpoint, args.max_seq_length)
     lower_case = (checkpoint.lower_case if args.do_lower_case is None
                   else args.do_lower_case == "true")
     tokenizer = BertTokenizer(checkpoint.vocab_file, lower_case=lower_case)
     preprocessor = BertPreprocessor(tokenizer, args.max_seq_length)
-    layer_positions(layers, checkpoint.config.num_hidden_layers)  # fail before reading input
+    try:  # fail before reading input
+        layer_positions(layers, checkpoint.config.num_hidden_layers)
+    except ValueError as e:
+        parser.error(str(e))
     examples = read_lines(args.input_file)
     with atomic_open(args.output_file) as out:  # no half-written file if interrupted
         for index, features in extract(encoder, preprocessor, tokenizer, examples, layers,
@@ -130,4 +158,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run_main(main)

@@ -6,10 +6,13 @@ then, so that TensorFlow-free callers (the harness, the tables) stay TensorFlow-
 """
 
 import contextlib
+import hashlib
 import json
 import math
 import os
 from typing import Iterator
+
+from bert_tf.cli import InputError
 
 
 def is_remote(path: str) -> bool:
@@ -28,6 +31,20 @@ def _finite(value):
 
 
 @contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """`with atomic_path(path) as tmp: write_to(tmp)`, for writers that take a file name:
+    `path` is replaced by `tmp` when the block ends without an exception and left as it
+    was otherwise. Local paths only."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w") -> Iterator:
     """`with atomic_open(path) as f: f.write(...)`: `path` appears complete when the block
     ends without an exception, and is left as it was otherwise.
@@ -42,16 +59,11 @@ def atomic_open(path: str, mode: str = "w") -> Iterator:
         with tf.io.gfile.GFile(path, mode) as f:
             yield f
         return
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
+    with atomic_path(path) as tmp:
         with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_text(path: str, text: str) -> None:
@@ -68,3 +80,30 @@ def json_text(value, sort_keys: bool = False) -> str:
 
 def write_json(path: str, value, sort_keys: bool = False) -> None:
     write_text(path, json_text(value, sort_keys))
+
+
+def read_json(path: str):
+    """The parsed JSON of a file (gs:// too); InputError naming the file and line where it
+    is not JSON, e.g. truncated."""
+    if is_remote(path):
+        import tensorflow as tf
+        with tf.io.gfile.GFile(path, "rb") as f:
+            raw = f.read()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as e:
+        raise InputError(path, raw.count(b"\n", 0, e.start) + 1, "not valid UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})") from None
+
+
+def file_sha256(path: str) -> str:
+    """Hex sha256 of a local file's bytes (vocabularies, records' provenance)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

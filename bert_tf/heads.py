@@ -8,6 +8,7 @@ mixes encoder layers for the feature-based experiments.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_tf.transformer_block import activation
@@ -58,8 +59,15 @@ class MaskedLMHead(keras.layers.Layer):
         gathered = ops.take_along_axis(
             sequence_output, ops.cast(masked_positions, "int32")[..., None], axis=1)  # [B, P, H]
         h = self.layer_norm(self.transform(gathered))
-        logits = ops.matmul(h, ops.transpose(ops.cast(embedding_matrix, h.dtype)))  # [B, P, V]
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        batch, predictions = ops.shape(h)[0], ops.shape(h)[1]
+        # One 2-D matmul against the [V, H] table as stored (transpose_b): its gradient
+        # is then a [V, H] matmul too, where a transposed operand cost an extra [H, V]
+        # transpose of the gradient every step. BiasAdd's gradient is a fused reduction.
+        logits = tf.matmul(ops.reshape(h, (-1, self.hidden_size)),
+                           ops.cast(embedding_matrix, h.dtype), transpose_b=True)  # [B*P, V]
+        logits = tf.nn.bias_add(ops.cast(logits, "float32"),
+                                ops.cast(self.output_bias, "float32"))
+        return ops.reshape(logits, (batch, predictions, self.vocab_size))
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

@@ -7,6 +7,10 @@
         --phase2_fraction 0.1 --learning_rate 1e-4 --num_warmup_steps 10000 \\
         --precision mixed_bfloat16 --eval_files 'heldout_128/part-*'
 
+Continued pretraining: --init_checkpoint DIR (any format `checkpoints.read_checkpoint`
+reads) in place of --config starts from that model, heads included where it has them;
+the records must use its vocabulary (`init_checkpoint`).
+
 The paper's recipe (Appendix A.2): Adam(W) with lr 1e-4, beta1 0.9, beta2 0.999,
 epsilon 1e-6, weight decay 0.01 (not on LayerNorm or biases), 10k warmup steps then
 linear decay, gradients clipped to global norm 1.0; 90% of the steps at sequence length
@@ -17,7 +21,8 @@ How a step works, and how a killed run resumes exactly: `trainer`. The run's set
 `pretrain_config.PretrainConfig`, one field per flag below.
 
 Written to --model_dir (only by the chief worker):
-  pretrain_config.json   the resolved configuration and the command
+  pretrain_config.json   the resolved configuration and the command (and the init
+                         checkpoint's name or relative path and content hashes)
   metrics.csv            one row per log interval ("train") and per evaluation ("eval")
   tensorboard/{train,eval}/   the same as TensorBoard scalars
   eval_results.json      the final held-out metrics (masked-LM perplexity = Table 6's)
@@ -38,12 +43,38 @@ from typing import Optional
 import tensorflow as tf
 
 from bert_tf import distribute
+from bert_tf.cli import check_output_dir, run_main
 from bert_tf.config import SIZES
 from bert_tf.files import write_json
+from bert_tf.init_checkpoint import describe
 from bert_tf.optimization import OPTIMIZERS
 from bert_tf.pretrain_config import PRECISIONS, PretrainConfig
+from bert_tf.pretraining_dataset import check_records
 from bert_tf.pretraining_instances import OBJECTIVES
 from bert_tf.trainer import Trainer
+
+
+def check_inputs(config: PretrainConfig) -> None:
+    """InputError before anything is built or written: an output directory that cannot
+    be written, or records that are incomplete or made for other settings than the
+    phase (or evaluation) that reads them (`pretraining_dataset.check_records`).
+
+    Without --vocab_file (--init_checkpoint), `init_checkpoint.check_vocabulary`
+    compares the records' vocabulary with the checkpoint's instead.
+    """
+    for flag, path in (("--model_dir", config.model_dir),
+                       ("--checkpoint_dir", config.checkpoint_dir),
+                       ("--export_dir", config.export_dir)):
+        if path:
+            check_output_dir(path, flag)
+    record_sets = [("--train_files", *config.phase_data(1))]
+    if config.phase2_train_files:
+        record_sets.append(("--phase2_train_files", *config.phase_data(2)))
+    if config.eval_files:  # evaluation reads phase-1-shaped records
+        record_sets.append(("--eval_files", config.eval_files, *config.phase_data(1)[1:]))
+    for flag, files, seq_length, predictions in record_sets:
+        check_records(files, flag, seq_length, predictions, config.vocab_file,
+                      config.dynamic_masking)
 
 
 def pretrain(config: PretrainConfig, strategy: Optional[tf.distribute.Strategy] = None,
@@ -55,14 +86,16 @@ def pretrain(config: PretrainConfig, strategy: Optional[tf.distribute.Strategy] 
         strategy: default: the current (default) strategy, i.e. one device.
         command: the command line, recorded in pretrain_config.json.
     """
+    check_inputs(config)
     strategy = strategy or tf.distribute.get_strategy()
     trainer = Trainer(config, strategy)
     if trainer.is_chief:
         tf.io.gfile.makedirs(config.model_dir)
+        init = {} if trainer.init is None else {"init_checkpoint_source": describe(trainer.init)}
         write_json(os.path.join(config.model_dir, "pretrain_config.json"),
                    {**dataclasses.asdict(config), "command": command,
                     "num_replicas": strategy.num_replicas_in_sync,
-                    "bert_config": trainer.model.config.to_dict()}, sort_keys=True)
+                    "bert_config": trainer.model.config.to_dict(), **init}, sort_keys=True)
     return trainer.train(log=log)
 
 
@@ -73,10 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
     p = argparse.ArgumentParser(prog="python -m bert_tf.pretrain", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", required=True, choices=list(SIZES), help="model size")
+    p.add_argument("--config", choices=list(SIZES),
+                   help="model size (required unless --init_checkpoint)")
+    p.add_argument("--init_checkpoint",
+                   help="continue pretraining this checkpoint (ours, Hugging Face, Google "
+                        "TF1, keras-hub); its config sets the model")
     p.add_argument("--objective", choices=OBJECTIVES, default="nsp")
     p.add_argument("--train_files", required=True, help="comma-separated TFRecord globs")
-    p.add_argument("--vocab_file", required=True)
+    p.add_argument("--vocab_file",
+                   help="the records' vocabulary (default with --init_checkpoint: its own)")
     p.add_argument("--model_dir", required=True)
     p.add_argument("--checkpoint_dir", help="default: MODEL_DIR/checkpoints")
     p.add_argument("--export_dir", help="default: MODEL_DIR/export")
@@ -125,4 +163,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -21,11 +21,12 @@ class PretrainConfig:
     """Everything a pretraining run depends on (written to model_dir/pretrain_config.json).
 
     Args:
-        model_size: a row of `config.SIZES` ("tiny" ... "large", Table 6 sizes).
+        model_size: a row of `config.SIZES` ("tiny" ... "large", Table 6 sizes); None
+            with init_checkpoint, whose config sets the model.
         objective: "nsp", "no_nsp" or "ltr" (see `pretraining_model`).
         train_files: comma-separated globs of phase-1 TFRecords.
         vocab_file: the WordPiece vocabulary the records were made with; sets vocab_size
-            and is exported with the model.
+            and is exported with the model. None with init_checkpoint: its vocabulary.
         model_dir: metrics, TensorBoard logs, the export.
         checkpoint_dir: tf.train checkpoints; None: model_dir/checkpoints.
         export_dir: the final model in our checkpoint format; None: model_dir/export.
@@ -52,12 +53,14 @@ class PretrainConfig:
         dropout: overrides both dropout rates of the model size (None: 0.1 as in BERT).
         dynamic_masking, masked_lm_prob, mask_rates: mask each batch anew in the input
             pipeline (`dynamic_masking.DynamicMasking`) with these rates.
+        init_checkpoint: start from this checkpoint's weights (`init_checkpoint`); a
+            resumed run restores its own checkpoint instead.
     """
 
-    model_size: str
+    model_size: Optional[str]
     objective: str
     train_files: str
-    vocab_file: str
+    vocab_file: Optional[str]
     model_dir: str
     checkpoint_dir: Optional[str] = None
     export_dir: Optional[str] = None
@@ -90,10 +93,15 @@ class PretrainConfig:
     dynamic_masking: bool = False
     masked_lm_prob: float = 0.15
     mask_rates: tuple = (0.8, 0.1, 0.1)
+    init_checkpoint: Optional[str] = None
 
     def __post_init__(self):
         checks = [
-            (self.model_size in SIZES, f"model_size must be one of {', '.join(SIZES)}"),
+            (self.model_size in SIZES if not self.init_checkpoint else self.model_size is None,
+             f"model_size must be one of {', '.join(SIZES)}, or None with init_checkpoint "
+             f"(whose config sets the model)"),
+            (bool(self.vocab_file or self.init_checkpoint),
+             "vocab_file is needed without init_checkpoint"),
             (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
             (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),

@@ -86,6 +86,8 @@ class DataConfig:
         random_seed: seed of every random choice.
         pool_documents, pool_tokens: size of the window of other files' documents that
             random next segments come from.
+        max_bytes_per_file: read only about the first N bytes of each input file
+            (None: all); a budget cap for rehearsals, not a setting of the paper.
     """
 
     max_seq_length: int = 128
@@ -100,6 +102,7 @@ class DataConfig:
     random_seed: int = 12345
     pool_documents: int = 1000
     pool_tokens: int = 250_000
+    max_bytes_per_file: int | None = None
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:

@@ -13,7 +13,9 @@ Three input formats, detected per file from its first lines (`detect_format`):
   sentences. The book is one document.
 - "lines": the original google-research/bert input format: one sentence per line
   (taken as is, not re-split), blank lines between documents. Anything that is neither
-  of the above is read this way.
+  of the above is read this way. A line over `max_line_bytes` is no sentence (a book
+  without line breaks, say): it is split into sentences, so that its text is used
+  instead of one truncated instance per piece.
 
 Sentences are split with `sentencex` (Wikimedia's rule-based segmenter, compiled, no
 model files, works offline, MIT). On 1.7 MB of this corpus's Wikipedia and Gutenberg
@@ -30,7 +32,8 @@ passes in:
   sentences            sentences yielded
   invalid_utf8_lines   lines with bytes that are not UTF-8, decoded with U+FFFD
                        (which the tokenizer then deletes, as the original does)
-  long_lines_split     lines over `max_line_bytes`, cut after a space into pieces
+  long_lines_split     lines over `max_line_bytes`, cut after a space into pieces (and
+                       in "lines" files, split into sentences)
   gutenberg_without_end  e-books with a start marker but no end marker (kept to EOF)
 Memory is bounded: a line is read `max_line_bytes` at a time and a document longer
 than `max_document_sentences` is handed on in pieces that share its document index.
@@ -94,22 +97,33 @@ def _decode(raw: bytes, stats: collections.Counter) -> str:
     return line.rstrip("\r\n").removeprefix("\ufeff")  # CRLF and the BOM of Gutenberg files
 
 
-def read_lines(path: str, stats: collections.Counter,
-               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
-    """Decoded lines of a (possibly .gz) file without their line ends.
+def read_lines(path: str, stats: collections.Counter, max_line_bytes: int = MAX_LINE_BYTES,
+               max_bytes: int | None = None) -> Iterator[str]:
+    """Decoded lines of a (possibly .gz) file without their line ends; with `max_bytes`,
+    only the lines that start within its first max_bytes bytes.
 
     A line longer than `max_line_bytes` comes out in pieces of at most about twice that.
     """
+    for text, _ in _line_pieces(path, stats, max_line_bytes, max_bytes):
+        yield text
+
+
+def _line_pieces(path: str, stats: collections.Counter, max_line_bytes: int,
+                 max_bytes: int | None = None) -> Iterator[tuple[str, bool]]:
+    """(text, continued) of `read_lines`: continued is True for every piece of a long
+    line but its last (the next piece goes on where this one stops)."""
     opener = gzip.open if path.endswith(".gz") else open
+    read = 0
     with opener(path, "rb") as f:
-        while line := f.readline(max_line_bytes):
+        while (max_bytes is None or read < max_bytes) and (line := f.readline(max_line_bytes)):
+            read += len(line)
             if len(line) >= max_line_bytes and not line.endswith(b"\n"):
                 stats["long_lines_split"] += 1
                 while len(line) >= max_line_bytes and not line.endswith(b"\n"):
                     cut = _cut_point(line)
-                    yield _decode(line[:cut], stats)
+                    yield _decode(line[:cut], stats), True
                     line = line[cut:] + f.readline(max_line_bytes)
-            yield _decode(line, stats)
+            yield _decode(line, stats), False
 
 
 def detect_format(path: str) -> str:
@@ -178,10 +192,21 @@ def _gutenberg_documents(lines: Iterator[str], language: str,
     yield sentences
 
 
-def _line_documents(lines: Iterator[str]) -> Iterator[list[str]]:
-    sentences = []
-    for line in lines:
-        line = line.strip()
+def _line_documents(pieces: Iterator[tuple[str, bool]], language: str,
+                    max_line_bytes: int) -> Iterator[list[str]]:
+    """A line is a sentence, a blank line ends a document; a long line (in pieces) is
+    split into sentences, a sentence cut between two pieces joined again."""
+    sentences, carry, in_long_line = [], "", False
+    for text, continued in pieces:
+        if continued or in_long_line:
+            split = split_sentences(carry + text, language)
+            # The last sentence of a piece may go on in the next; bounded by one piece.
+            keep = continued and split and len(split[-1]) < max_line_bytes
+            carry = split.pop() + " " if keep else ""
+            sentences.extend(split)
+            in_long_line = continued
+            continue
+        line = text.strip()
         if line:
             sentences.append(line)
         else:
@@ -192,20 +217,23 @@ def _line_documents(lines: Iterator[str]) -> Iterator[list[str]]:
 
 def read_documents(path: str, stats: collections.Counter, language: str = "en",
                    max_document_sentences: int = MAX_DOCUMENT_SENTENCES,
-                   max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Document]:
+                   max_line_bytes: int = MAX_LINE_BYTES,
+                   max_bytes: int | None = None) -> Iterator[Document]:
     """Streams the documents of one file as (document index, sentences).
 
     A document longer than `max_document_sentences` is yielded in consecutive pieces
     with the same index. Raises OSError if the file cannot be read.
     """
     file_format = detect_format(path)
-    lines = read_lines(path, stats, max_line_bytes)
     if file_format == "wiki":
-        documents = _wiki_documents(lines, language)
+        documents = _wiki_documents(read_lines(path, stats, max_line_bytes, max_bytes),
+                                    language)
     elif file_format == "gutenberg":
-        documents = _gutenberg_documents(lines, language, stats)
+        documents = _gutenberg_documents(read_lines(path, stats, max_line_bytes, max_bytes),
+                                         language, stats)
     else:
-        documents = _line_documents(lines)
+        documents = _line_documents(_line_pieces(path, stats, max_line_bytes, max_bytes),
+                                    language, max_line_bytes)
 
     index = 0
     for sentences in documents:

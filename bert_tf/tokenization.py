@@ -33,6 +33,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.cli import InputError
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # Character classes of the original BasicTokenizer, as RE2 patterns.
@@ -56,15 +58,20 @@ def load_vocab(vocab_file: str) -> list[str]:
     which `str.splitlines()` would split) and stripped, as the original `load_vocab` does.
     """
     if not tf.io.gfile.exists(vocab_file):
-        raise ValueError(f"Vocabulary file not found: {vocab_file}")
+        raise InputError(vocab_file, None, "vocabulary file not found")
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        text = f.read().decode("utf-8")
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(vocab_file, raw.count(b"\n", 0, e.start) + 1,
+                         "not valid UTF-8; expected a WordPiece vocabulary") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
     vocab = [line.strip() for line in lines]
     if not any(vocab):
-        raise ValueError(f"Vocabulary file is empty: {vocab_file}")
+        raise InputError(vocab_file, None, "vocabulary file is empty")
     return vocab
 
 
@@ -110,12 +117,12 @@ class BertTokenizer(tf.Module):
         ids = {}
         for i, token in enumerate(self.vocab):
             if token in ids:
-                raise ValueError(f"{vocab_file}: token {token!r} on line {i + 1} already "
-                                 f"appeared on line {ids[token] + 1}")
+                raise InputError(vocab_file, i + 1, f"token {token!r} on line {i + 1} "
+                                                    f"already appeared on line {ids[token] + 1}")
             ids[token] = i
         missing = [t for t in SPECIAL_TOKENS if t not in ids]
         if missing:
-            raise ValueError(f"{vocab_file}: vocabulary lacks the special tokens {missing}")
+            raise InputError(vocab_file, None, f"vocabulary lacks the special tokens {missing}")
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             ids[t] for t in SPECIAL_TOKENS)
 

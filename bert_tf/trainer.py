@@ -26,10 +26,11 @@ import keras
 import tensorflow as tf
 
 from bert_tf import distribute
-from bert_tf.checkpoints import save_checkpoint
-from bert_tf.config import config_for_size
+from bert_tf.checkpoints import Checkpoint, assign_weights, save_checkpoint
+from bert_tf.config import BertConfig, config_for_size
 from bert_tf.dynamic_masking import DynamicMasking
 from bert_tf.files import write_json
+from bert_tf.init_checkpoint import read_init_checkpoint
 from bert_tf.metrics_log import MetricsLog, format_metrics
 from bert_tf.optimization import create_optimizer
 from bert_tf.pretrain_config import PretrainConfig
@@ -59,15 +60,18 @@ class Trainer:
         self.eval_every = config.eval_every or config.save_checkpoints_steps
         self.checkpoint_dir = config.checkpoint_dir or os.path.join(config.model_dir,
                                                                     "checkpoints")
-        tokenizer = BertTokenizer(config.vocab_file)
+        # --init_checkpoint: read (and its vocabulary checked) now, loaded by restore().
+        self.init = None if not config.init_checkpoint else read_init_checkpoint(
+            config.init_checkpoint, config.vocab_file,
+            [config.train_files, config.phase2_train_files, config.eval_files])
+        self.vocab_file = config.vocab_file or self.init.vocab_file
+        tokenizer = BertTokenizer(self.vocab_file,
+                                  lower_case=self.init.lower_case if self.init else None)
         self.lower_case = tokenizer.lower_case
 
         keras.utils.set_random_seed(config.seed)  # weights, dropout seeds, dynamic masks
-        overrides = {} if config.dropout is None else {
-            "hidden_dropout_prob": config.dropout, "attention_probs_dropout_prob": config.dropout}
         bert_config = BertPretrainer.config_for(
-            config_for_size(config.model_size, vocab_size=tokenizer.vocab_size, **overrides),
-            config.objective)
+            _model_config(config, tokenizer.vocab_size, self.init), config.objective)
         with strategy.scope():
             self.model = BertPretrainer(bert_config, config.objective, dtype=config.precision)
             self.model.build()
@@ -202,10 +206,13 @@ class Trainer:
                                                   max_to_keep=self.config.keep_checkpoints)
 
     def restore(self) -> int:
-        """Restores the latest checkpoint in checkpoint_dir, if any; returns the step."""
+        """Restores the latest checkpoint in checkpoint_dir, if any; returns the step.
+        Without one, the run starts at step 0, from --init_checkpoint if given."""
         latest = tf.train.latest_checkpoint(self.checkpoint_dir)
         if latest is None:
             self._enter_phase(1)
+            if self.init is not None:  # the encoder, and the heads the checkpoint has
+                assign_weights(self.model.heads(), self.init.weights, heads=self.init.heads)
             return 0
         step = int(tf.train.load_checkpoint(latest).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
         self._enter_phase(self.config.phase_of(step))
@@ -242,11 +249,11 @@ class Trainer:
     def export(self, directory: str) -> None:
         """Encoder + MLM + NSP heads in our checkpoint format, for fine-tuning."""
         if "://" not in directory:
-            save_checkpoint(directory, self.model.heads(), self.config.vocab_file,
+            save_checkpoint(directory, self.model.heads(), self.vocab_file,
                             self.lower_case, heads=True)
             return
         with tempfile.TemporaryDirectory() as local:  # e.g. gs://: write locally, copy
-            save_checkpoint(local, self.model.heads(), self.config.vocab_file,
+            save_checkpoint(local, self.model.heads(), self.vocab_file,
                             self.lower_case, heads=True)
             tf.io.gfile.makedirs(directory)
             for name in os.listdir(local):
@@ -258,6 +265,14 @@ class Trainer:
         return float(self.optimizer.learning_rate)
 
     # ------------------------------------------------------------------ the loop
+    def run_steps(self, num_steps: int, iterator=None) -> dict:
+        """Runs `num_steps` optimizer steps in one compiled call, on batches from
+        `iterator` (default: the current phase's input pipeline; `restore()` opens it).
+        Returns their summed loss terms once the steps are done."""
+        iterator = self.iterator if iterator is None else iterator
+        sums = self._train_steps(iterator, tf.constant(num_steps))
+        return {k: float(v) for k, v in sums.items()}  # waits for the steps to finish
+
     def train(self, log=print) -> dict:
         """Trains to num_train_steps (resuming from checkpoint_dir), evaluating and
         checkpointing on the way; exports at the end. Returns the final held-out metrics
@@ -268,14 +283,17 @@ class Trainer:
         metrics_log = MetricsLog(config.model_dir, enabled=self.is_chief, after_step=step)
         log(f"{'resuming at' if step else 'starting'} step {step} of "
             f"{config.num_train_steps} on {self.num_replicas} replica(s); phase {self.phase}")
+        eval_metrics = None
+        if step == 0 and self.init is not None and config.eval_files:
+            # The curve starts where the init checkpoint stands (its fresh heads included).
+            eval_metrics = self._evaluate_and_log(0, log, metrics_log, time.time())
         window, window_steps, window_seconds = None, 0, 0.0  # since the last log line
-        train_metrics, eval_metrics, start = {}, None, time.time()
+        train_metrics, start = {}, time.time()
         while step < config.num_train_steps:
             self._enter_phase(config.phase_of(step))
             num_steps = self._steps_in_next_call(step)
             call_start = time.time()
-            sums = self._train_steps(self.iterator, tf.constant(num_steps))
-            sums = {k: float(v) for k, v in sums.items()}  # waits for the steps to finish
+            sums = self.run_steps(num_steps)
             window_seconds += time.time() - call_start
             step += num_steps
             window = _add(window, sums)
@@ -328,8 +346,11 @@ class Trainer:
             self.save()
         if not config.eval_files or not (step % self.eval_every == 0 or done):
             return None
+        return self._evaluate_and_log(step, log, metrics_log, start)
+
+    def _evaluate_and_log(self, step: int, log, metrics_log: MetricsLog, start: float) -> dict:
         eval_metrics = self.evaluate()
-        log(format_metrics(step, config.num_train_steps, eval_metrics, "eval"))
+        log(format_metrics(step, self.config.num_train_steps, eval_metrics, "eval"))
         metrics_log.write(step, "eval", eval_metrics, time.time() - start)
         return eval_metrics
 
@@ -346,6 +367,16 @@ class Trainer:
                        {"step": step, **final}, sort_keys=True)
         metrics_log.close()
         return final
+
+
+def _model_config(config: PretrainConfig, vocab_size: int,
+                  init: Checkpoint | None) -> BertConfig:
+    """The init checkpoint's config, else the model size's; with --dropout's rates."""
+    overrides = {} if config.dropout is None else {
+        "hidden_dropout_prob": config.dropout, "attention_probs_dropout_prob": config.dropout}
+    if init is not None:
+        return init.config.replace(**overrides)
+    return config_for_size(config.model_size, vocab_size=vocab_size, **overrides)
 
 
 def _add(totals: dict | None, sums: dict) -> dict:

@@ -1,13 +1,21 @@
-"""Where the benchmark data lives: `--data_dir`, else `$BERT_DATA_DIR`, else `./data`.
+"""Where the benchmark data lives: `--data_dir`, else `$BERT_DATA_DIR`, else `./data`;
+or tensorflow-datasets.
 
 Entry points pass their `--data_dir` flag (or None) to `resolve_data_dir`; library code
 only ever receives the resolved path. `MissingDataError` is the one error every reader
 raises for an absent file: it names the file, the layout expected under the data
-directory and where the official data is published.
+directory, where the official data is published, and the tfds alternative.
+
+Data without set-up (`resolve_source`): when no --data_dir is given and the default
+directory does not exist, a task that tensorflow-datasets has (`TaskSpec.tfds_name`:
+GLUE, SQuAD, CoNLL-2003) is read from tfds, which downloads it on first use; so on a
+machine with a network `python -m glue_suite.run --task rte` needs nothing by hand.
 """
 
 import os
 from typing import Optional
+
+from bert_tf.cli import MissingInputError
 
 ENV_VAR = "BERT_DATA_DIR"
 DEFAULT_DATA_DIR = "./data"
@@ -25,8 +33,9 @@ SOURCES = {
 }
 
 
-class MissingDataError(FileNotFoundError):
-    """A benchmark file is absent from the data directory."""
+class MissingDataError(MissingInputError):
+    """A benchmark file is absent: `MissingDataError(path, message)`, printed
+    `path: message` (and a FileNotFoundError)."""
 
 
 def resolve_data_dir(flag_value: Optional[str] = None) -> str:
@@ -34,7 +43,33 @@ def resolve_data_dir(flag_value: Optional[str] = None) -> str:
     return flag_value or os.environ.get(ENV_VAR) or DEFAULT_DATA_DIR
 
 
-def find_file(data_dir: str, candidates: list[str], *, dataset: str, layout: str) -> str:
+def resolve_source(data_dir_flag: Optional[str], source_flag: Optional[str],
+                   tfds_name: Optional[str]) -> tuple[str, str]:
+    """(data directory, "files" or "tfds") of a run.
+
+    Args:
+        data_dir_flag: --data_dir, or None.
+        source_flag: --source, or None: "tfds" if no --data_dir was given, the default
+            directory does not exist and tfds has the task (`tfds_name`); else "files".
+    """
+    data_dir = resolve_data_dir(data_dir_flag)
+    if source_flag:
+        return data_dir, source_flag
+    if data_dir_flag or os.path.isdir(data_dir) or tfds_name is None:
+        return data_dir, "files"
+    return data_dir, "tfds"
+
+
+def tfds_hint(tfds_name: str) -> str:
+    """The other way to provide a task's data, quoted in every missing-data error."""
+    return (f"Or let tensorflow-datasets provide it ({tfds_name}): pass --source tfds, or "
+            f"give no data directory (none at --data_dir, ${ENV_VAR} or {DEFAULT_DATA_DIR}); "
+            f"it downloads on first use (network needed; offline, `tfds build {tfds_name}` "
+            f"on a machine with one and copy ~/tensorflow_datasets, or pass --tfds_data_dir).")
+
+
+def find_file(data_dir: str, candidates: list[str], *, dataset: str, layout: str,
+              tfds_name: Optional[str] = None) -> str:
     """Returns the first of `candidates` (paths relative to `data_dir`) that exists.
 
     Args:
@@ -42,6 +77,7 @@ def find_file(data_dir: str, candidates: list[str], *, dataset: str, layout: str
         candidates: relative paths in order of preference (official file first).
         dataset: key of `SOURCES`, quoted in the error.
         layout: one line describing the expected layout, quoted in the error.
+        tfds_name: the task's tensorflow-datasets name, if it has one (`tfds_hint`).
 
     Raises:
         MissingDataError: none of the candidates exists.
@@ -52,7 +88,10 @@ def find_file(data_dir: str, candidates: list[str], *, dataset: str, layout: str
             return path
     where = ("" if os.path.isdir(data_dir) else
              f" (the data directory itself does not exist; set --data_dir or ${ENV_VAR})")
-    tried = ", ".join(os.path.join(data_dir, c) for c in candidates)
+    others = [os.path.join(data_dir, c) for c in candidates[1:]]
+    also = f" (nor {', '.join(others)})" if others else ""
     raise MissingDataError(
-        f"missing data file: {tried}{where}. Expected layout under the data directory: "
-        f"{layout}. The official data is published at {SOURCES[dataset]}.")
+        os.path.join(data_dir, candidates[0]),
+        f"missing data file{also}{where}. Expected layout under the data directory: "
+        f"{layout}. The official data is published at {SOURCES[dataset]}."
+        + (f" {tfds_hint(tfds_name)}" if tfds_name else ""))

@@ -15,10 +15,10 @@ multinli_1.0/multinli_1.0_dev_matched.csv, swag/val.csv):
 
 import argparse
 import json
-import sys
 
 import numpy as np
 
+from bert_tf.cli import InputError, run_main
 from glue_suite import metrics, predictions, readers, squad_eval, squad_readers
 from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TASKS, TOKEN,
                               get_task)
@@ -42,9 +42,9 @@ def score_squad(task: str, data_file: str, predictions_file: str,
     answers = predictions.read_squad(predictions_file)
     if task == "squad1.1":
         if na_prob_file:
-            raise ValueError("--na_prob_file is for squad2.0")
+            raise InputError(na_prob_file, None, "--na_prob_file is for squad2.0 only")
         return squad_eval.evaluate_v1(dataset, answers)
-    na_probs = predictions.read_squad(na_prob_file) if na_prob_file else None
+    na_probs = predictions.read_null_odds(na_prob_file) if na_prob_file else None
     return squad_eval.evaluate_v2(dataset, answers, na_probs, na_prob_thresh)
 
 
@@ -59,10 +59,10 @@ def score_predictions_file(task: str, data_file: str, predictions_file: str) -> 
     missing = [g for g in guids if g not in predicted]
     unknown = sorted(set(predicted) - set(guids))
     if missing or unknown:
-        raise ValueError(
-            f"{predictions_file}: {len(missing)} examples of {data_file} have no prediction "
-            f"(e.g. {missing[:3]}) and {len(unknown)} predictions have an index not in it "
-            f"(e.g. {unknown[:3]})")
+        raise InputError(
+            predictions_file, None, f"{len(missing)} examples of {data_file} have no "
+            f"prediction (e.g. {missing[:3]}) and {len(unknown)} predictions have an index "
+            f"not in it (e.g. {unknown[:3]})")
     values = [predicted[g] for g in guids]
     if spec.kind == REGRESSION:
         ids_or_scores = np.array(values, dtype=np.float64)
@@ -88,18 +88,15 @@ def main(argv=None) -> int:
                         help="squad2.0: predict no-answer when na_prob exceeds this "
                              "(official default 1.0)")
     args = parser.parse_args(argv)
-    try:
-        if get_task(args.task).kind == SPAN:
-            result = score_squad(args.task, args.data_file, args.predictions,
-                                 args.na_prob_file, args.na_prob_thresh)
-        else:
-            result = score_predictions_file(args.task, args.data_file, args.predictions)
-    except (ValueError, OSError) as e:  # bad or missing input: one clear line, exit 1
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    # Bad or missing input raises InputError or OSError: run_main prints one line.
+    if get_task(args.task).kind == SPAN:
+        result = score_squad(args.task, args.data_file, args.predictions,
+                             args.na_prob_file, args.na_prob_thresh)
+    else:
+        result = score_predictions_file(args.task, args.data_file, args.predictions)
     print(json.dumps(result))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

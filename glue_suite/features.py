@@ -35,11 +35,13 @@ import json
 import logging
 import os
 import time
+import zipfile
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.files import atomic_open
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 from glue_suite import readers
 from glue_suite.squad_readers import SquadExample
@@ -424,14 +426,6 @@ def examples_fingerprint(task: str, examples: Sequence) -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_key(task: str, split: str, examples: Sequence, tokenizer: BertTokenizer,
               vocab_sha256: str, settings: FeatureSettings, labelled: bool, training: bool,
               max_examples: Optional[int]) -> dict:
@@ -447,15 +441,26 @@ def cache_key(task: str, split: str, examples: Sequence, tokenizer: BertTokenize
 def save_features(path: str, features: dict) -> None:
     """Writes an .npz atomically (a crash never leaves a truncated cache file)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_open(path, "wb") as f:
         np.savez(f, **features)
-    os.replace(tmp, path)
 
 
 def load_features(path: str) -> dict:
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
+
+
+def _load_cached(path: Optional[str]) -> Optional[dict]:
+    """The cached features, or None if there are none or the file cannot be read (e.g.
+    truncated by a full disk): a cache is rebuilt, never trusted or fatal."""
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        return load_features(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        logger.warning("%s: unreadable featurization cache (%s: %s); featurizing again",
+                       path, type(e).__name__, e)
+        return None
 
 
 def load_or_convert(task: str, split: str, examples: Sequence, tokenizer: BertTokenizer,
@@ -465,7 +470,7 @@ def load_or_convert(task: str, split: str, examples: Sequence, tokenizer: BertTo
     """Features from the cache, or converted (and cached) with timing.
 
     Args:
-        vocab_sha256: `file_sha256(vocab_file)`, part of the cache key.
+        vocab_sha256: `bert_tf.files.file_sha256(vocab_file)`, part of the cache key.
         cache_dir: directory of `.npz` files; None disables caching.
         max_examples: the subset size the examples were cut to (recorded in the key).
 
@@ -478,10 +483,9 @@ def load_or_convert(task: str, split: str, examples: Sequence, tokenizer: BertTo
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     path = os.path.join(cache_dir, f"{task}-{split}-{digest}.npz") if cache_dir else None
     began = time.perf_counter()
-    cached = path is not None and os.path.exists(path)
-    if cached:
-        features = load_features(path)
-    else:
+    features = _load_cached(path)
+    cached = features is not None
+    if not cached:
         features = convert_examples(task, examples, tokenizer, settings, labelled, training)
         if path:
             save_features(path, features)

@@ -38,7 +38,7 @@ from bert_tf.encoder import BertEncoder
 from bert_tf.optimization import create_optimizer
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import metrics as glue_metrics
-from glue_suite import readers, squad_postprocess
+from glue_suite import batching, readers, squad_postprocess, timings
 from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION, SPAN,
                               TOKEN, TaskSpec)
 
@@ -49,6 +49,9 @@ NUM_CHOICES = 4
 PRECISIONS = ("float32", "mixed_bfloat16")
 HEADS = ("dense", "bilstm")
 BILSTM_LAYERS = 2  # the paper's feature-based NER model (Section 5.3)
+# Per-position logits (span, token) at padding positions: no softmax or argmax picks it,
+# and it is the same however much padding a batch has (glue_suite.batching trims it).
+PADDING_LOGIT = -1e9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,9 @@ class TrainSettings:
         head: "dense" (BERT's) or "bilstm" (a BiLSTM over the fine-tuned sequence_output).
         feature_mode: None (fine-tune) or a `heads.FEATURE_MODES` entry (frozen encoder).
         bilstm_units: LSTM units per direction of the BiLSTM head (paper: 768).
+        length_multiple: batches are cut to their longest row rounded up to this multiple
+            (glue_suite.batching; training batches group rows of similar length); 0: every
+            batch padded to max_seq_length, as TPUs need.
     """
     learning_rate: float
     epochs: int
@@ -87,6 +93,7 @@ class TrainSettings:
     head: str = "dense"
     feature_mode: Optional[str] = None
     bilstm_units: int = 768
+    length_multiple: int = 8
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,7 +128,7 @@ class _InferenceMode(keras.layers.Layer):
         return self.layer(inputs, training=False)
 
 
-def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
+def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: Optional[int],
                         feature_mode: str, bilstm_units: int = 768, dropout: float = 0.1,
                         dtype: Optional[str] = None) -> keras.Model:
     """The feature-based tagger of Table 7: frozen encoder -> features -> BiLSTM -> tags."""
@@ -141,6 +148,14 @@ def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: in
                             dtype=dtype, name="head")
     outputs = head(features, inputs["input_mask"])                      # [B, T, L]
     return keras.Model(inputs, outputs, name=spec.name)
+
+
+class _Choices(keras.layers.Layer):
+    """[B, C, T] -> [B * C, T]: every (context, ending) is its own sequence. A layer, so
+    that T is read when called (trimmed batches vary in length)."""
+
+    def call(self, x):
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
 
 
 class _KindHead(NamedTuple):
@@ -191,11 +206,12 @@ KIND_HEADS = {
 assert set(KIND_HEADS) == set(KINDS)
 
 
-def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
+def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: Optional[int],
                 dropout: float = 0.1, dtype: Optional[str] = None, head: str = "dense",
                 bilstm_units: int = 768) -> keras.Model:
     """encoder + the head of `spec.kind` (KIND_HEADS); with head="bilstm" a BiLSTM over
-    sequence_output takes the dense head's place."""
+    sequence_output takes the dense head's place. max_seq_length None: inputs of any
+    length (trimmed batches, glue_suite.batching)."""
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}; expected one of {HEADS}")
     kind = KIND_HEADS[spec.kind]
@@ -203,8 +219,7 @@ def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
         encoder.pooler.trainable = False  # unused: these heads read sequence_output
     if spec.kind == MULTIPLE_CHOICE:
         inputs = _inputs((NUM_CHOICES, max_seq_length))
-        # [B, C, T] -> [B * C, T]: every (context, ending) is its own sequence.
-        flat = {k: ops.reshape(v, (-1, max_seq_length)) for k, v in inputs.items()}
+        flat = {k: _Choices(name=f"{k}_choices")(v) for k, v in inputs.items()}
     else:
         inputs = flat = _inputs((max_seq_length,))
     encoded = encoder(flat)
@@ -215,19 +230,30 @@ def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: int,
     else:
         dense = kind.dense(spec, dropout, encoder.config.initializer_range, dtype)
         outputs = dense(encoded["sequence_output" if kind.per_token else "pooled_output"])
+    if spec.kind == SPAN:
+        # Padding is never an answer. Out of the softmax, it also leaves the loss the same
+        # for a batch padded to T and a trimmed one.
+        real = ops.cast(flat["input_mask"], "bool")
+        outputs = tuple(ops.where(real, logits, PADDING_LOGIT) for logits in outputs)
     return keras.Model(inputs, kind.outputs(outputs), name=spec.name)
 
 
 def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = False) -> None:
     """BERT's losses: softmax cross-entropy (SQuAD: mean of the start and end losses;
-    NER: over first word pieces only, via label weights), squared error for STS-B."""
+    NER: the mean over first word pieces, via label weights), squared error for STS-B."""
     xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # NER divides by the scored pieces, not by every position [B, T] (Keras's default),
+    # so that a batch's loss does not depend on its padding (trimmed batches).
+    token_xent = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight")
     if kind == SPAN:
         model.compile(optimizer, loss={"start_logits": xent, "end_logits": xent},
                       loss_weights={"start_logits": 0.5, "end_logits": 0.5},
                       run_eagerly=run_eagerly)
     elif kind == REGRESSION:
         model.compile(optimizer, loss=keras.losses.MeanSquaredError(), run_eagerly=run_eagerly)
+    elif kind == TOKEN:
+        model.compile(optimizer, loss=token_xent, run_eagerly=run_eagerly)
     else:
         model.compile(optimizer, loss=xent, run_eagerly=run_eagerly)
 
@@ -250,21 +276,6 @@ def training_tuple(features: dict, kind: str) -> tuple:
     return model_inputs(features), features["labels"]
 
 
-def train_dataset(features: dict, kind: str, batch_size: int, seed: int,
-                  drop_remainder: bool = False) -> tf.data.Dataset:
-    """Shuffled (again every epoch) batches of the training features."""
-    num = len(features["input_ids"])
-    return (tf.data.Dataset.from_tensor_slices(training_tuple(features, kind))
-            .shuffle(num, seed=seed, reshuffle_each_iteration=True)
-            .batch(batch_size, drop_remainder=drop_remainder)
-            .prefetch(tf.data.AUTOTUNE))
-
-
-def predict_dataset(features: dict, batch_size: int) -> tf.data.Dataset:
-    return (tf.data.Dataset.from_tensor_slices(model_inputs(features))
-            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
-
-
 # ---------------------------------------------------------------------------------------
 # Training and prediction
 # ---------------------------------------------------------------------------------------
@@ -282,52 +293,72 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     """Builds the task model from `checkpoint` and trains it with `Model.fit`.
 
     Returns:
-        (model, history): history has the loss per epoch, steps and seconds.
+        (model, history): history has the loss per epoch, steps, and seconds: building,
+        the first step (tracing), the median step and the whole fit.
     """
     strategy = strategy or tf.distribute.get_strategy()
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    if tpu and settings.length_multiple:
+        raise ValueError("TPUs need static shapes: pass length_multiple=0 (batches padded "
+                         "to max_seq_length)")
     keras.utils.set_random_seed(settings.seed)
     num_features = len(train_features["input_ids"])
     if num_features == 0:
         raise ValueError(f"task {spec.name}: no training features")
     num_train_steps, num_warmup_steps = train_steps(num_features, settings)
+    # Trimmed batches vary in length: the model takes any (None).
+    seq_length = None if settings.length_multiple else max_seq_length
+    began = time.perf_counter()
     with strategy.scope():
         encoder = build_encoder(checkpoint, settings.dropout, dtype)
         if settings.feature_mode:
-            model = build_feature_model(spec, encoder, max_seq_length, settings.feature_mode,
+            model = build_feature_model(spec, encoder, seq_length, settings.feature_mode,
                                         settings.bilstm_units, settings.dropout, dtype)
         else:
-            model = build_model(spec, encoder, max_seq_length, settings.dropout, dtype,
+            model = build_model(spec, encoder, seq_length, settings.dropout, dtype,
                                 settings.head, settings.bilstm_units)
         optimizer = create_optimizer(settings.learning_rate, num_train_steps,
                                      num_warmup_steps, weight_decay=settings.weight_decay,
                                      clipnorm=settings.clipnorm,
                                      optimizer=settings.optimizer)
         compile_model(model, spec.kind, optimizer, settings.run_eagerly)
-    # TPUs need static batch shapes.
-    dataset = train_dataset(train_features, spec.kind, settings.batch_size, settings.seed,
-                            drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
+    build_seconds = time.perf_counter() - began
+    # TPUs need static batch shapes: no trimming, the last partial batch dropped.
+    dataset = batching.train_dataset(training_tuple(train_features, spec.kind),
+                                     settings.batch_size, settings.seed,
+                                     settings.length_multiple, drop_remainder=tpu)
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
-                "lr %g, seed %d", spec.name, num_features, settings.batch_size,
+                "lr %g, seed %d, %s", spec.name, num_features, settings.batch_size,
                 settings.epochs, num_train_steps, num_warmup_steps, settings.learning_rate,
-                settings.seed)
+                settings.seed, f"length-bucketed (multiples of {settings.length_multiple})"
+                if settings.length_multiple else f"padded to {max_seq_length}")
+    clock = timings.StepClock()
     began = time.perf_counter()
     # shuffle=False: the dataset shuffles itself (seeded, again every epoch).
     history = model.fit(dataset, epochs=settings.epochs, verbose=settings.verbose,
-                        shuffle=False)
+                        shuffle=False, callbacks=[clock])
     seconds = time.perf_counter() - began
     return model, {"loss": [float(x) for x in history.history["loss"]],
                    "steps": num_train_steps, "warmup_steps": num_warmup_steps,
                    "seconds": round(seconds, 1),
-                   "features_per_second": round(num_features * settings.epochs / seconds, 2)}
+                   "features_per_second": round(num_features * settings.epochs / seconds, 2),
+                   "build_seconds": round(build_seconds, 2), **clock.summary()}
 
 
-def predict(model: keras.Model, features: dict, batch_size: int, verbose: int = 1):
+def predict(model: keras.Model, features: dict, batch_size: int, kind: str,
+            length_multiple: int, verbose: int = 1):
     """Model outputs for every feature: logits / scores as numpy ([F, ...]; SQuAD a
-    dict of start and end logits [F, T])."""
+    dict of start and end logits [F, T]), in feature order.
+
+    Rows run sorted by length in trimmed batches (`batching.predict_by_length`; 0: [B, T]
+    batches through Keras's predict, as TPUs need); per-position outputs (span and token
+    kinds) hold PADDING_LOGIT at padding positions.
+    """
     if len(features["input_ids"]) == 0:
         raise ValueError("nothing to predict: no features")
-    outputs = model.predict(predict_dataset(features, batch_size), verbose=verbose)
-    return keras.tree.map_structure(lambda x: np.asarray(x, np.float32), outputs)
+    return batching.predict_by_length(model, model_inputs(features), batch_size,
+                                      length_multiple, KIND_HEADS[kind].per_token,
+                                      PADDING_LOGIT, verbose)
 
 
 # ---------------------------------------------------------------------------------------

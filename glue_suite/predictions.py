@@ -134,10 +134,27 @@ def write_squad(output_dir: str, result: SquadPredictions, version_2: bool,
     return paths
 
 
-def read_squad(path: str) -> dict:
-    """A SQuAD predictions (or null_odds) file -> {question id: answer text (or score)}."""
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def read_squad(path: str) -> dict[str, str]:
+    """A SQuAD predictions file -> {question id: answer text ("": no answer)}."""
+    return _read_squad_json(path, str, "an answer string")
+
+
+def read_null_odds(path: str) -> dict[str, float]:
+    """A null_odds (na_prob) file -> {question id: no-answer score}."""
+    return _read_squad_json(path, (int, float), "a number")
+
+
+def _read_squad_json(path: str, value_type, expected: str) -> dict:
+    """A JSON object {question id: value}; DataFormatError naming the first bad value."""
+    values = files.read_json(path)
+    if not isinstance(values, dict):
+        raise readers.DataFormatError(path, 1, f"a JSON {type(values).__name__}; expected "
+                                               f"an object {{question id: {expected}}}")
+    for qid, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, value_type):
+            raise readers.DataFormatError(path, f"question {qid!r}",
+                                          f"{json.dumps(value)[:50]} is not {expected}")
+    return values
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from glue_suite.bad_rows import BadRows, DataFormatError
+from glue_suite.bad_rows import BadRows, DataFormatError, not_utf8
 from glue_suite.data_dir import MissingDataError, find_file
 # load_squad_json and squad_examples are imported from here by modules of other owners
 # (glue_suite.evaluate, tests/test_squad_postprocess.py) until they import squad_readers.
@@ -117,10 +117,9 @@ def data_path(task: str, split: str, data_dir: str) -> str:
     files = spec.files
     if split not in files:
         raise ValueError(f"task {task} has no split {split!r}; splits: {', '.join(files)}")
-    layout = "; ".join(f"{s}: {' or '.join(f.path for f in c)}" for s, c in files.items())
     candidates = files[split]
     path = find_file(data_dir, [f.path for f in candidates], dataset=spec.source,
-                     layout=layout)
+                     layout=expected_layout(task), tfds_name=spec.tfds_name)
     official = candidates[0].path
     if not path.endswith(official) and not path.endswith(official + ".gz"):
         # e.g. the 20k MNLI train subset or the reconstructed SQuAD train: say so.
@@ -128,6 +127,12 @@ def data_path(task: str, split: str, data_dir: str) -> str:
         logger.warning("%s %s: %s is absent, reading %s%s", task, split, official, path,
                        f" ({note})" if note else "")
     return path
+
+
+def expected_layout(task: str) -> str:
+    """The task's files under the data directory, one clause per split."""
+    return "; ".join(f"{split}: {' or '.join(f.path for f in candidates)}"
+                     for split, candidates in get_task(task).files.items())
 
 
 def read_examples(task: str, split: str, data_dir: str,
@@ -151,7 +156,7 @@ def read_file(task: str, split: str, path: str,
     """
     spec = get_task(task)
     if not os.path.isfile(path):
-        raise MissingDataError(f"missing data file: {path}")
+        raise MissingDataError(path, "missing data file")
     bad = BadRows(path, skip_bad_rows)
     labelled = is_labelled(task, split)
     if spec.kind == "span":
@@ -174,14 +179,29 @@ def read_file(task: str, split: str, path: str,
 # GLUE
 # ---------------------------------------------------------------------------------------
 
-def _read_lines(path: str) -> list[str]:
+def _read_lines(path: str, bad: Optional[BadRows] = None) -> list[Optional[str]]:
     """Lines split on "\\n" only: str.splitlines() would also split on \\x0b, \\x1c,
-    U+2028 ..., which can occur inside a sentence. utf-8-sig drops a leading BOM."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        lines = f.read().split("\n")
+    U+2028 ..., which can occur inside a sentence. utf-8-sig drops a leading BOM.
+
+    A line that is not UTF-8 is reported to `bad` and comes back as None (without `bad`:
+    DataFormatError).
+    """
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        text = f.read()
+    lines = text.split("\n")
     if lines[-1] == "":  # final newline (absent in e.g. CoLA/dev.tsv)
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if not_utf8(text) is None:  # the usual case: one scan of the whole file
+        return lines
+    for i, line in enumerate(lines):
+        problem = not_utf8(line)
+        if problem and bad is None:
+            raise DataFormatError(path, i + 1, problem)
+        if problem:
+            bad(i + 1, problem)
+            lines[i] = None
+    return lines
 
 
 def _parse_label(raw: str, task_labels: tuple[str, ...], regression: bool):
@@ -203,12 +223,14 @@ def _read_glue_tsv(task: str, path: str, labelled: bool, bad: BadRows) -> list[I
     """GLUE TSV as written by download_glue_data.py: tab-separated, no quoting."""
     spec = get_task(task)
     cols = spec.columns
-    lines = _read_lines(path)
+    lines = _read_lines(path, bad)
     if cols.no_header and labelled:
         header, first_row_line = cols.no_header, 1
     else:
         if not lines:
             raise DataFormatError(path, 1, "empty file; expected a header line")
+        if lines[0] is None:
+            raise DataFormatError(path, 1, "the header line is not valid UTF-8")
         header, first_row_line, lines = tuple(lines[0].split("\t")), 2, lines[1:]
     column = {name: i for i, name in enumerate(header)}
     layout = f"GLUE {task} columns {cols.text_a!r}" + (
@@ -233,7 +255,7 @@ def _read_glue_tsv(task: str, path: str, labelled: bool, bad: BadRows) -> list[I
     for row, line in enumerate(lines):
         lineno = row + first_row_line
         if not line:
-            continue  # a blank line is not a row
+            continue  # a blank line is not a row (None: not UTF-8, already counted)
         fields = line.split("\t")
         if len(fields) != len(header):
             bad(lineno, f"expected {len(header)} tab-separated fields, found {len(fields)}")
@@ -252,14 +274,26 @@ def _read_glue_tsv(task: str, path: str, labelled: bool, bad: BadRows) -> list[I
 
 def _csv_rows(reader, header: list, bad: BadRows):
     """(row number, file line, fields) of a csv.reader's data rows; blank lines are
-    skipped and rows with the wrong field count reported to `bad`."""
+    skipped, and rows with the wrong field count or bytes that are not UTF-8 reported to
+    `bad`. The file must be opened with `_open_csv`."""
+    if any(map(not_utf8, header)):
+        raise DataFormatError(bad.path, 1, "the header line is not valid UTF-8")
     for row, fields in enumerate(reader):
         if not fields:
             continue
         if len(fields) != len(header):
             bad(reader.line_num, f"expected {len(header)} CSV fields, found {len(fields)}")
             continue
+        problem = next(filter(None, map(not_utf8, fields)), None)
+        if problem:
+            bad(reader.line_num, problem)
+            continue
         yield row, reader.line_num, fields
+
+
+def _open_csv(path: str):
+    # surrogateescape: a byte that is not UTF-8 spoils its row only (see `_csv_rows`).
+    return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
 def _read_multinli_csv(path: str, labels: tuple[str, ...], bad: BadRows) -> list[InputExample]:
@@ -269,7 +303,7 @@ def _read_multinli_csv(path: str, labels: tuple[str, ...], bad: BadRows) -> list
     guid numbers the kept rows 0, 1, ..., which is the `index` of GLUE's dev files.
     """
     examples = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with _open_csv(path) as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if not header:
@@ -314,7 +348,7 @@ def _read_swag(path: str, labelled: bool, bad: BadRows) -> list[SwagExample]:
     """swagaf's CSV: [unnamed row index,] video-id, fold-ind, startphrase, sent1, sent2,
     gold-source, ending0..ending3[, label] (test.csv has no label)."""
     examples = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with _open_csv(path) as f:
         reader = csv.reader(f)
         header = next(reader, None) or []
         column = {name: i for i, name in enumerate(header)}
@@ -376,7 +410,10 @@ def _read_conll(path: str, tags: tuple[str, ...], bad: BadRows) -> list[NerSente
             sentences.append(NerSentence(doc_id, tuple(words), tuple(to_bio(sentence_tags))))
         words, sentence_tags, sentence_ok = [], [], True
 
-    for lineno, line in enumerate(_read_lines(path), start=1):
+    for lineno, line in enumerate(_read_lines(path, bad), start=1):
+        if line is None:  # not UTF-8: already reported, its sentence dropped
+            sentence_ok = False
+            continue
         fields = line.split()
         if not fields:
             flush()

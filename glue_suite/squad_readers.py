@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from glue_suite.bad_rows import BadRows, DataFormatError
+from glue_suite.bad_rows import BadRows, DataFormatError, decode_utf8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +78,10 @@ def split_context(context: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
 def load_squad_json(path: str) -> dict:
     """The parsed SQuAD JSON (`{"version", "data"}`), gzip-compressed or not."""
     opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
     try:
-        with opener(path, "rt", encoding="utf-8-sig") as f:
-            dataset = json.load(f)
+        dataset = json.loads(decode_utf8(path, raw))
     except json.JSONDecodeError as e:
         raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg}") from None
     if not isinstance(dataset, dict) or "data" not in dataset:

@@ -1,8 +1,10 @@
-"""`--source tfds`: the same examples, loaded through tensorflow-datasets.
+"""`--source tfds`: the same examples, loaded through tensorflow-datasets (also the
+fallback of `glue_suite.run` when there is no data directory: `data_dir.resolve_source`).
 
 tfds downloads and prepares a dataset on first use (network needed), then reads it
-from its own data directory. Records map to the reader's dataclasses so everything
-downstream is unchanged. What differs from the files:
+from its own data directory; offline, it fails after its download retries (minutes)
+with a MissingDataError that names both ways to provide the data. Records map to the
+reader's dataclasses so everything downstream is unchanged. What differs from the files:
 
   - GLUE: guid is tfds's `idx` (the GLUE `index`; the row number for CoLA, SST-2 and
     MRPC, where the files have no index); class names map to the files' label strings.
@@ -19,7 +21,9 @@ from typing import Optional
 import numpy as np
 
 from glue_suite.bad_rows import DataFormatError
-from glue_suite.readers import InputExample, NerSentence, is_labelled, to_bio
+from glue_suite.data_dir import ENV_VAR, SOURCES, MissingDataError
+from glue_suite.readers import (InputExample, NerSentence, expected_layout, is_labelled,
+                                to_bio)
 from glue_suite.squad_readers import squad_examples
 from glue_suite.tasks import REGRESSION, get_task
 
@@ -92,7 +96,7 @@ def load_examples(task: str, split: str, data_dir: Optional[str] = None,
 
     name, tfds_split_name = tfds_split(task, split)
     builder = tfds.builder(name, data_dir=data_dir)
-    builder.download_and_prepare()
+    _prepare(builder, task, name)
     dataset = builder.as_dataset(split=tfds_split_name)
     records = tfds.as_numpy(dataset)
     source = f"tfds:{name}[{tfds_split_name}]"
@@ -103,6 +107,23 @@ def load_examples(task: str, split: str, data_dir: Optional[str] = None,
         return _conll(records, builder.info.features["ner"].names, spec.labels, source,
                       skip_bad_rows)
     return _glue(records, task, split, builder.info.features["label"], source, skip_bad_rows)
+
+
+def _prepare(builder, task: str, name: str) -> None:
+    """Downloads and prepares the dataset unless tfds has it already; a failure (offline:
+    after tfds's retries) becomes a MissingDataError naming both ways to the data."""
+    try:
+        builder.download_and_prepare()
+    except Exception as e:  # offline, tfds raises whatever its downloader met
+        spec = get_task(task)
+        raise MissingDataError(
+            f"tfds:{name}", f"tensorflow-datasets could not download and prepare it "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
+            f"Provide the data either way: files in the standard layout under a data "
+            f"directory given by --data_dir or ${ENV_VAR} ({expected_layout(task)}; "
+            f"published at {SOURCES[spec.source]}); or tensorflow-datasets' own copy, "
+            f"prepared once on a machine with a network (`tfds build {name}`, then copy "
+            f"~/tensorflow_datasets here or pass --tfds_data_dir).") from e
 
 
 def _glue(records, task, split, label_feature, source, skip_bad_rows):

@@ -3,6 +3,7 @@
     python -m reproduce.all --strategy cpu --scale cpu [--only table1,table5] \\
         [--data_dir D] [--output_dir results] [--work_dir runs] [--dry_run]
     python -m reproduce.all --strategy tpu --tpu my-tpu --scale paper --work_dir gs://b/runs ...
+    python -m reproduce.all --strategy cpu --scale paper --rehearse [--runs 'paper.data.*']
 
 It prints the plan (every run, its settings, an estimated time) and then runs it, one
 project CLI subprocess at a time, in dependency order:
@@ -24,7 +25,8 @@ data is missing are recorded as n/a with the reason, and are retried on the next
 
 The pieces: reproduce.experiments builds the plan (reproduce.plan, .commands, .cost_model),
 reproduce.report prints it, reproduce.runner runs it, reproduce.records keeps the records,
-reproduce.tables builds the tables from them.
+reproduce.tables builds the tables from them. --rehearse runs every command with its
+budget capped (reproduce.rehearsal), under runs/rehearsal/.
 """
 
 import argparse
@@ -33,10 +35,11 @@ import signal
 import sys
 import time
 
+from reproduce import rehearsal
 from reproduce.commands import STRATEGIES
 from reproduce.experiments import TABLES, build_plan
 from reproduce.records import load_record, run_status
-from reproduce.report import duration, print_plan
+from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
 
@@ -49,11 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=tuple(SCALES), required=True)
     p.add_argument("--only", help=f"comma-separated tables: {','.join(TABLES)}")
     p.add_argument("--data_dir", help="benchmark data root (default: $BERT_DATA_DIR, else ./data)")
-    p.add_argument("--output_dir", default="results", help="records and tables")
-    p.add_argument("--work_dir", default="runs",
-                   help="the CLIs' outputs: shards, checkpoints (large; not committed)")
+    p.add_argument("--runs", help="comma-separated run-id globs (and the runs they need), "
+                                  "e.g. 'paper.finetune.large-nsp.mrpc,*.squad2.0-main'")
+    p.add_argument("--output_dir", help="records and tables (default: results; "
+                                        f"{rehearsal.OUTPUT_DIR} with --rehearse)")
+    p.add_argument("--work_dir", help="the CLIs' outputs: shards, checkpoints (large; not "
+                                      f"committed; default: runs; {rehearsal.WORK_DIR} with "
+                                      "--rehearse)")
+    p.add_argument("--rehearse", action="store_true",
+                   help="run every command as planned with only its budget capped (a few "
+                        "steps and examples), to find bugs before paying for the real run")
+    p.add_argument("--keep_work_dir", action="store_true",
+                   help="with --rehearse: keep the work dir (deleted when all runs finish)")
     p.add_argument("--dry_run", action="store_true", help="print the plan and stop")
     p.add_argument("--quiet", action="store_true", help="do not echo the CLIs' output")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="runs at once, pretraining always alone (default 1; with "
+                        "--rehearse 2: its short runs are start-up, mostly one core each)")
     return p
 
 
@@ -71,28 +86,39 @@ def main(argv=None) -> int:
     if not os.path.isdir(data_dir):
         print(f"warning: data directory {data_dir} does not exist; every run needing data "
               f"is n/a (set --data_dir or $BERT_DATA_DIR)", file=sys.stderr)
-    plan = build_plan(args.scale, args.strategy, data_dir, args.work_dir, tables, args.tpu)
-    statuses = {k: run_status(r, load_record(args.output_dir, k), args.output_dir)
+    output_dir = args.output_dir or (rehearsal.OUTPUT_DIR if args.rehearse else "results")
+    work_dir = args.work_dir or (rehearsal.WORK_DIR if args.rehearse else "runs")
+    plan = build_plan(args.scale, args.strategy, data_dir, work_dir, tables, args.tpu)
+    if args.runs:
+        plan = plan.select_runs([p.strip() for p in args.runs.split(",") if p.strip()])
+    if args.rehearse:
+        plan = rehearsal.rehearse_plan(plan)
+    statuses = {k: run_status(r, load_record(output_dir, k), output_dir)
                 for k, r in plan.runs.items()}
     print_plan(plan, statuses)
     if args.dry_run:
+        print_costs(plan)
         return 0
 
     signal.signal(signal.SIGTERM, stop_child)
     began = time.time()
     try:
-        final = run_plan(plan, args.output_dir, data_dir, echo=not args.quiet)
+        final = run_plan(plan, output_dir, data_dir, echo=not args.quiet,
+                         jobs=args.jobs or (rehearsal.JOBS if args.rehearse else 1))
     except KeyboardInterrupt:
         print("\ninterrupted: rerun the same command to resume", file=sys.stderr)
         return 130
     from reproduce import tables as tables_module  # pandas: not needed until the end
-    written = tables_module.build_tables(args.output_dir)
+    written = tables_module.build_tables(output_dir)
     counts = {}
     for status in final.values():
         counts[status] = counts.get(status, 0) + 1
     print(f"Done in {duration(time.time() - began)}: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}. "
-          f"Wrote {len(written)} files to {os.path.join(args.output_dir, 'tables')}.")
+          f"Wrote {len(written)} files to {os.path.join(output_dir, 'tables')}.")
+    if args.rehearse:
+        rehearsal.clean_up(work_dir, done=set(counts) <= {"finished", "unavailable"},
+                           keep=args.keep_work_dir)
     return 1 if counts.get("failed") else 0
 
 

@@ -77,6 +77,9 @@ class DataCommand:
     objective: str
     num_workers: int
     overwrite: bool = True  # a rerun after a kill replaces partial shards
+    # Input caps of a rehearsal (reproduce.rehearsal); None in a real plan.
+    max_files_per_pattern: Optional[int] = None
+    max_bytes_per_file: Optional[int] = None
 
     def argv(self) -> tuple:
         return to_argv(self)
@@ -109,9 +112,17 @@ class PretrainCommand:
     phase2_max_predictions_per_seq: Optional[int] = None
     phase2_fraction: Optional[float] = None
     export_steps: tuple = ()
+    # Optimizer steps per call of the compiled loop: a TPU otherwise waits on the host
+    # for every step. None (the CLI's 1) elsewhere.
+    steps_per_execution: Optional[int] = None
 
     def argv(self) -> tuple:
         return to_argv(self)
+
+
+# Steps per host round trip on a TPU; the trainer still stops at every log, checkpoint,
+# evaluation and export step.
+TPU_STEPS_PER_EXECUTION = 100
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -136,6 +147,7 @@ class FinetuneCommand:
     bilstm_units: Optional[int] = None
     head: Optional[str] = None
     feature_mode: Optional[str] = None
+    no_test_predictions: bool = False  # a rehearsal's (reproduce.rehearsal)
 
     def argv(self) -> tuple:
         return to_argv(self)

@@ -19,6 +19,7 @@ Figure 5's MLM curve, and its MRPC fine-tuning fills both Table 5 and Table 6.
 """
 
 import dataclasses
+import fnmatch
 import os
 import shlex
 from typing import Optional
@@ -27,8 +28,8 @@ from glue_suite.tasks import TaskSizes, get_task
 from reproduce import cost_model, models
 from reproduce import paper_numbers as paper
 from reproduce.availability import corpus_bytes, find_data, find_train, missing_data
-from reproduce.commands import (BILSTM_UNITS_DEFAULT, DataCommand, FinetuneCommand,
-                                PretrainCommand, distribution)
+from reproduce.commands import (BILSTM_UNITS_DEFAULT, TPU_STEPS_PER_EXECUTION, DataCommand,
+                                FinetuneCommand, PretrainCommand, distribution)
 from reproduce.scales import VOCABS, Finetune, Scale
 
 PAPER_RATES = paper.PRETRAINING["mask_rates"]  # 80% [MASK], 10% same, 10% random
@@ -65,6 +66,8 @@ class Run:
             recorded as n/a with this reason instead of being run.
         config: the typed settings `args` was built from (a `reproduce.commands`
             DataCommand, PretrainCommand or FinetuneCommand); None for a hand-made run.
+        rehearsal: {flag: (planned, capped)} of a rehearsal's run (`reproduce.rehearsal`);
+            None for a real one.
     """
     run_id: str
     stage: str
@@ -77,6 +80,7 @@ class Run:
     estimate_s: Optional[float] = None
     unavailable: Optional[str] = None
     config: Optional[object] = None
+    rehearsal: Optional[dict] = None
 
     @property
     def command(self) -> str:
@@ -96,8 +100,18 @@ class Plan:
 
     def select(self, tables) -> "Plan":
         """The runs that fill cells of `tables`, and everything they need."""
+        return self._with_needs([r.run_id for r in self.runs.values()
+                                 if set(r.tables) & set(tables)])
+
+    def select_runs(self, patterns) -> "Plan":
+        """The runs whose id matches one of the shell-style `patterns`, and everything
+        they need ("paper.finetune.large-nsp.mrpc", "*.squad2.0-main")."""
+        return self._with_needs([k for k in self.runs
+                                 if any(fnmatch.fnmatchcase(k, p) for p in patterns)])
+
+    def _with_needs(self, run_ids: list) -> "Plan":
         keep = set()
-        stack = [r.run_id for r in self.runs.values() if set(r.tables) & set(tables)]
+        stack = list(run_ids)
         while stack:
             run_id = stack.pop()
             if run_id not in keep:
@@ -257,7 +271,8 @@ class Planner:
             save_checkpoints_steps=s.checkpoint_every,
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
             eval_every=s.eval_every, eval_steps=s.eval_steps, log_every=s.log_every,
-            **phase2, export_steps=self._export_steps(size, objective, rates, vocab))
+            **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
+            steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None)
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
                           "hidden": hidden, "heads": heads,

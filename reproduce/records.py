@@ -49,12 +49,14 @@ def write_record(output_dir: str, record: dict) -> None:
 
 
 def base_record(run: Run, plan: Plan) -> dict:
-    """What every record of `run` holds, whatever its outcome."""
+    """What every record of `run` holds, whatever its outcome; a rehearsal's run also
+    its caps ({flag: (planned, capped)})."""
+    rehearsal = {} if run.rehearsal is None else {"rehearsal": run.rehearsal}
     return {"run_id": run.run_id, "stage": run.stage, "scale": plan.scale,
             "strategy": plan.strategy, "module": run.module, "argv": list(run.args),
             "command": run.command, "cells": [vars(c) for c in run.cells],
             "tables": list(run.tables), "info": run.info, "needs": list(run.needs),
-            "estimate_s": run.estimate_s, "outputs": {"dir": run.out_dir}}
+            "estimate_s": run.estimate_s, "outputs": {"dir": run.out_dir}, **rehearsal}
 
 
 def now() -> str:

@@ -3,7 +3,8 @@
 import sys
 from typing import Optional
 
-from reproduce.cost_model import estimate_basis
+from reproduce.cost_model import (ACCELERATOR_ASSUMPTIONS, ACCELERATORS,
+                                  accelerator_seconds, estimate_basis)
 from reproduce.experiments import TABLES
 from reproduce.plan import Plan, Run, mask_label
 from reproduce.scales import SCALES
@@ -89,3 +90,30 @@ def print_plan(plan: Plan, statuses: dict, out=None) -> None:
         print(f"{statuses[run.run_id]:8s} {estimate:>6s}  {run.run_id:58s} {tables:24s} "
               f"{_settings(run)}{note}", file=out)
     print(_summary(plan, statuses), file=out)
+
+
+def print_costs(plan: Plan, out=None) -> None:
+    """Per table: the runnable runs and their estimated hours and dollars on each of
+    `cost_model.ACCELERATORS`. A run several tables share counts under the first."""
+    out = out or sys.stdout
+    used, counted = _used_by(plan), set()
+    names = list(ACCELERATORS)
+    print("Estimated on accelerators (runnable runs; a shared run counts under the first "
+          "table that needs it):", file=out)
+    print(f"{'table':8s} {'runs':>5s}" + "".join(
+        f" {ACCELERATORS[n].name + ' h':>14s} {'$':>9s}" for n in names), file=out)
+    totals = {n: 0.0 for n in names}
+    for table in TABLES:
+        runs = [r for r in plan.runs.values() if table in used[r.run_id]
+                and not r.unavailable and r.run_id not in counted]
+        counted.update(r.run_id for r in runs)
+        line = f"{table:8s} {len(runs):5d}"
+        for n in names:
+            seconds = sum(accelerator_seconds(r, n) or 0.0 for r in runs)
+            totals[n] += seconds
+            line += f" {seconds / 3600:14,.1f} {seconds / 3600 * ACCELERATORS[n].dollars_per_hour:9,.0f}"
+        print(line, file=out)
+    print(f"{'total':8s} {len(counted):5d}" + "".join(
+        f" {totals[n] / 3600:14,.1f} {totals[n] / 3600 * ACCELERATORS[n].dollars_per_hour:9,.0f}"
+        for n in names), file=out)
+    print(ACCELERATOR_ASSUMPTIONS, file=out)

@@ -60,10 +60,14 @@ def test_parity_with_huggingface_transformers(minilm, minilm_dir, batch):
     ours = encoder(batch)
     # Every position, padding included: both compute padded rows the same way.
     assert len(ours["encoder_outputs"]) == len(expected.hidden_states) == 7
+    # float32 reassociation (oneDNN vs PyTorch kernels) grows with a value's magnitude:
+    # 1e-4 relative plus 1e-4 absolute; an approximate GELU would be off by ~3e-3.
+    close = lambda a, b, what: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
+                                                          err_msg=what)
     for layer, (a, b) in enumerate(zip(ours["encoder_outputs"], expected.hidden_states)):
-        assert np.abs(a.numpy() - b.numpy()).max() <= 1e-4, f"layer {layer}"
-    assert np.abs(ours["sequence_output"].numpy() - expected.last_hidden_state.numpy()).max() <= 1e-4
-    assert np.abs(ours["pooled_output"].numpy() - expected.pooler_output.numpy()).max() <= 1e-4
+        close(a.numpy(), b.numpy(), f"layer {layer}")
+    close(ours["sequence_output"].numpy(), expected.last_hidden_state.numpy(), "sequence")
+    close(ours["pooled_output"].numpy(), expected.pooler_output.numpy(), "pooled")
 
 
 def tfm_encoder_with_weights(config: BertConfig, weights: dict):

@@ -18,7 +18,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import create_pretraining_data as cpd
-from bert_tf.pretraining_dataset import (decode_record, feature_spec,
+from bert_tf import shard_set
+from bert_tf.cli import InputError, run_main
+from bert_tf.files import file_sha256
+from bert_tf.pretraining_dataset import (check_records, decode_record, feature_spec,
                                          make_pretraining_dataset)
 from bert_tf.pretraining_instances import DataConfig
 
@@ -393,7 +396,7 @@ def test_bad_inputs_are_skipped_and_counted(corpus, vocab_file, tmp_path):
     assert saved["counts"] == counts and saved["num_instances"] > 0
 
 
-def test_zero_instances_is_an_error(vocab_file, tmp_path):
+def test_zero_instances_is_an_error(vocab_file, tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "stubs.txt").write_text('<doc id="1" title="A">\nA\n</doc>\n')
     with pytest.raises(ValueError, match="no training instances"):
@@ -403,20 +406,22 @@ def test_zero_instances_is_an_error(vocab_file, tmp_path):
     counts = json.loads((tmp_path / "out" / "metadata.json").read_text())["counts"]
     assert counts["empty_files"] == 2 and counts["empty_documents"] == 1
     # The command line exits non-zero with the message.
-    with pytest.raises(SystemExit, match="no training instances"):
-        cpd.main(["--input_files", str(tmp_path / "*.txt"), "--vocab_file", vocab_file,
-                  "--output_dir", str(tmp_path / "out2")])
+    with pytest.raises(SystemExit) as exit_:
+        run_main(cpd.main, ["--input_files", str(tmp_path / "*.txt"), "--vocab_file",
+                            vocab_file, "--output_dir", str(tmp_path / "out2")])
+    assert exit_.value.code == 2 and "no training instances" in capsys.readouterr().err
 
 
-def test_input_patterns(corpus, tmp_path):
+def test_input_patterns(corpus, tmp_path, capsys):
     root = os.path.dirname(corpus[0])
     files = cpd.expand_input_patterns(f"{root}/part1.txt, {root}/*.txt,{root}/**")
     assert files == [corpus[1]] + [c for c in sorted(corpus) if c != corpus[1]]
     with pytest.raises(ValueError, match="matches no file"):
         cpd.expand_input_patterns(f"{root}/*.txt,{root}/nothing*")
-    with pytest.raises(SystemExit, match="matches no file"):
-        cpd.main(["--input_files", f"{tmp_path}/nothing*", "--vocab_file", "v",
-                  "--output_dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_:
+        run_main(cpd.main, ["--input_files", f"{tmp_path}/nothing*", "--vocab_file", "v",
+                            "--output_dir", str(tmp_path)])
+    assert exit_.value.code == 2 and "matches no file" in capsys.readouterr().err
     args = cpd.build_parser().parse_args(["--input_files", f"{root}/*.txt", "--vocab_file",
                                           "v", "--output_dir", str(tmp_path)])
     assert (args.input_files, args.objective, args.dupe_factor) == (f"{root}/*.txt", "nsp", 10)
@@ -426,6 +431,53 @@ def test_existing_shards_are_not_overwritten_silently(corpus, vocab_file, tmp_pa
     run(corpus[:1], vocab_file, tmp_path)
     with pytest.raises(ValueError, match="already holds"):
         run(corpus[:1], vocab_file, tmp_path)
+
+
+def test_a_killed_run_leaves_no_complete_looking_set(corpus, vocab_file, tmp_path,
+                                                     monkeypatch):
+    out = tmp_path / "out"
+
+    def killed(metadata, output_dir):
+        raise KeyboardInterrupt  # after the shards were moved in, before metadata.json
+
+    monkeypatch.setattr(shard_set, "write_metadata", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(corpus[:2], vocab_file, out)
+    monkeypatch.undo()
+    assert glob.glob(str(out / "part-*")) and not (out / "metadata.json").exists()
+    with pytest.raises(InputError, match="metadata.json: missing beside"):
+        check_records(f"{out}/part-*", "--train_files", T, P, vocab_file)
+    # What a kill -9 leaves (the temporary directory, atomic_open's file) goes on the
+    # rerun; the incomplete set is named as such and replaced with --overwrite.
+    (out / ".tmp-abc123").mkdir()
+    (out / ".tmp-abc123" / "file-00000.tfrecord").write_bytes(b"partial")
+    (out / "metadata.json.tmp999").write_text("{")
+    with pytest.raises(ValueError, match="incomplete set"):
+        run(corpus[:2], vocab_file, out)
+    metadata = cpd.create_pretraining_data(corpus[:2], vocab_file, str(out), DataConfig(
+        max_seq_length=T, max_predictions_per_seq=P, dupe_factor=1), shard_size=700,
+        overwrite=True, progress=False)
+    names = [s["file"] for s in metadata["shards"]]
+    assert sorted(os.listdir(out)) == sorted(names + ["metadata.json"])
+    assert [s["bytes"] for s in metadata["shards"]] == [os.path.getsize(out / n) for n in names]
+    assert metadata["vocab_sha256"] == file_sha256(vocab_file)
+    assert check_records(f"{out}/part-*", "--train_files", T, P, vocab_file) == sorted(
+        str(out / n) for n in names)
+
+
+def test_a_long_line_is_split_into_sentences_and_used(vocab_file, tmp_path):
+    """A file with no line breaks: its sentences make the instances, not one truncated
+    instance per 64 kB piece (before: ~0.5% of its tokens were used)."""
+    rng = random.Random(0)
+    line = " ".join(" ".join(rng.choice(STEMS) for _ in range(rng.randint(4, 20))) + " ."
+                    for _ in range(6000))  # ~280 kB, every word one WordPiece
+    (tmp_path / "one_line.txt").write_text(line)
+    metadata = run([str(tmp_path / "one_line.txt")], vocab_file, tmp_path / "out",
+                   objective="no_nsp")
+    counts = metadata["counts"]
+    assert counts["long_lines_split"] == 1 and counts["sentences"] == 6000
+    assert counts["tokens"] == len(line.split())
+    assert counts["maskable_tokens"] >= 0.95 * counts["tokens"]
 
 
 # ---------------------------------------------------------------------------------
@@ -503,3 +555,25 @@ def test_real_wikipedia_and_gutenberg_files(data_dir, tmp_path):
     text = " ".join(vocab_words[i] for i in unmasked(
         {k: v.numpy() for k, v in parsed.items()}).ravel() if i).replace(" ##", "")
     assert "gutenberg" not in text and "ireland" in text
+
+
+def test_input_caps_read_fewer_files_and_bytes(corpus, vocab_file, tmp_path, capsys):
+    """A rehearsal's caps: the first file of each glob, the first bytes of each file."""
+    root = os.path.dirname(corpus[0])
+    patterns = f"{root}/part[0-2].txt,{root}/part[3-5].txt"
+    assert cpd.expand_input_patterns(patterns, max_files_per_pattern=1) == \
+        [corpus[0], corpus[3]]
+    full = run(corpus[:2], vocab_file, tmp_path / "full")
+    capped = run(corpus[:2], vocab_file, tmp_path / "capped", max_bytes_per_file=2000)
+    assert 0 < capped["counts"]["tokens"] < full["counts"]["tokens"] / 4
+    assert capped["config"]["max_bytes_per_file"] == 2000
+    # The first documents are the same, only fewer of them.
+    first = [d for d, _ in origins(read_records(tmp_path / "capped")["input_ids"].ravel())]
+    assert max(first) < max(d for d, _ in origins(read_records(tmp_path / "full")
+                                                  ["input_ids"].ravel()))
+    cpd.main(["--input_files", patterns, "--vocab_file", vocab_file,
+              "--output_dir", str(tmp_path / "cli"), "--max_seq_length", str(T),
+              "--max_predictions_per_seq", str(P), "--dupe_factor", "1",
+              "--max_files_per_pattern", "1", "--max_bytes_per_file", "2000"])
+    metadata = json.loads((tmp_path / "cli" / "metadata.json").read_text())
+    assert metadata["input_files"] == 2 and metadata["num_instances"] > 0

@@ -49,14 +49,14 @@ def test_glue_predictions_on_a_synthetic_file(tmp_path):
     rc, result, _ = _evaluate("--task", "rte", "--data_file", dev, "--predictions", preds)
     assert rc == 0 and result == {
         "accuracy": pytest.approx(100 * skm.accuracy_score(labels, predictions), abs=1e-10)}
-    # A prediction row missing, then a label outside the task's labels: exit 1, one line.
+    # A prediction row missing, then a label outside the task's labels: exit 2, one line.
     lines = preds.read_text().splitlines()
     preds.write_text("\n".join(lines[:-1]) + "\n")
     rc, _, err = _evaluate("--task", "rte", "--data_file", dev, "--predictions", preds)
-    assert rc == 1 and "1 examples of" in err and "no prediction" in err
+    assert rc == 2 and "1 examples of" in err and "no prediction" in err
     preds.write_text("\n".join(lines[:-1] + ["29\tmaybe"]) + "\n")
     rc, _, err = _evaluate("--task", "rte", "--data_file", dev, "--predictions", preds)
-    assert rc == 1 and f"{preds}: line 31: prediction label 'maybe'" in err
+    assert rc == 2 and f"{preds}:31: prediction label 'maybe'" in err
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bert_tf import extract_features
+from bert_tf.cli import InputError
 
 LINES = [
     "Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting "
@@ -61,19 +62,20 @@ def test_values_match_huggingface(extracted, minilm_dir):
             assert np.abs(ours - expected).max() < 2e-4, (line, index)
 
 
-def test_bad_layer_is_a_clear_error(tmp_path, minilm_dir):
+def test_bad_layer_is_a_clear_error(tmp_path, minilm_dir, capsys):
     (tmp_path / "in.txt").write_text("hello\n")
-    with pytest.raises(ValueError, match="layer -9 out of range for a 6-layer model"):
+    with pytest.raises(SystemExit):
         extract_features.main(["--checkpoint", minilm_dir, "--input_file",
                                str(tmp_path / "in.txt"), "--output_file",
                                str(tmp_path / "out.jsonl"), "--layers", "-1,-9"])
+    assert "layer -9 out of range for a 6-layer model" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b"fine line\nbad \xff byte\n")
-    with pytest.raises(ValueError, match=r"in.txt: line 2: not valid UTF-8"):
+    with pytest.raises(InputError, match=r"in.txt:2: not valid UTF-8"):
         extract_features.read_lines(str(path))
     path.write_bytes(b"a ||| b\r\n\n  spaced  \n")
     assert extract_features.read_lines(str(path)) == [("a", "b"), ("", None), ("spaced", None)]

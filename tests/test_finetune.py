@@ -6,7 +6,6 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf import heads
 from bert_tf.checkpoints import collect_weights, read_checkpoint, save_checkpoint
@@ -149,7 +148,8 @@ def test_fine_tune_learns_a_toy_task(checkpoint):
     assert history["steps"] == 40 and history["warmup_steps"] == 4
     assert history["loss"][-1] < 0.3 < 0.6 < history["loss"][0]
     assert model.optimizer.iterations.numpy() == 40
-    logits = finetune.predict(model, features, batch_size=32, verbose=0)
+    logits = finetune.predict(model, features, batch_size=32, kind=finetune.CLASSIFICATION,
+                              length_multiple=settings.length_multiple, verbose=0)
     examples = [InputExample(str(i), "", "", TASKS["rte"].labels[label])
                 for i, label in enumerate(labels)]
     evaluation = finetune.evaluate(TASKS["rte"], examples, features, logits, True)

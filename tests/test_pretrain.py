@@ -240,6 +240,43 @@ def test_export_steps_write_intermediate_models_without_changing_the_run(data, r
         make_config(data, "d", export_steps=(7,))
 
 
+def test_init_checkpoint_continues_from_an_export_with_its_heads(full_run, tmp_path):
+    """--init_checkpoint (the CLI, no --config or --vocab_file) from the full run's export:
+    the first evaluation, at step 0, is that run's final held-out loss (encoder and both
+    heads loaded); a rerun resumes its own checkpoint, not the init one."""
+    config, final = full_run
+    export = os.path.join(config.model_dir, "export")
+    args = ["--init_checkpoint", export, "--objective", "nsp", "--train_files",
+            config.train_files, "--eval_files", config.eval_files, "--eval_steps", "2",
+            "--eval_every", "2", "--model_dir", str(tmp_path), "--global_batch_size", "16",
+            "--num_train_steps", "2", "--num_warmup_steps", "1", "--max_seq_length", str(T),
+            "--max_predictions_per_seq", str(P), "--save_checkpoints_steps", "2",
+            "--log_every", "1"]
+    main(args)
+    with open(tmp_path / "metrics.csv") as f:
+        evals = [r for r in csv.DictReader(f) if r["split"] == "eval"]
+    assert [int(r["step"]) for r in evals] == [0, 2]
+    for key in ("loss", "mlm_loss", "nsp_loss"):
+        np.testing.assert_allclose(float(evals[0][key]), final[key], rtol=1e-4, err_msg=key)
+    with open(tmp_path / "pretrain_config.json") as f:
+        written = json.load(f)
+    source = written["init_checkpoint_source"]
+    assert source["path"] == os.path.relpath(export) and source["format"] == "ours"
+    assert source["heads"] == ["mlm", "nsp"] and len(source["weights_sha256"]) == 64
+    assert written["model_size"] is None and written["bert_config"]["num_hidden_layers"] == 2
+
+    config = PretrainConfig(None, "nsp", config.train_files, None, str(tmp_path),
+                            init_checkpoint=export, num_train_steps=2, num_warmup_steps=1,
+                            max_seq_length=T, max_predictions_per_seq=P)
+    resumed = Trainer(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert resumed.restore() == 2
+    ours = read_checkpoint(str(tmp_path / "export"), heads=True).weights
+    kernel = "encoder.blocks.1.output_dense.kernel"
+    np.testing.assert_array_equal(resumed.model.encoder.blocks[1].output_dense.kernel.numpy(),
+                                  ours[kernel])
+    assert not np.allclose(ours[kernel], read_checkpoint(export, heads=True).weights[kernel])
+
+
 # ------------------------------------------------------------------------- equivalences
 def ran_in_a_fresh_process(test) -> bool:
     """Tests of the Mirrored strategy need two logical CPUs, which only a process whose

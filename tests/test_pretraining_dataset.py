@@ -3,15 +3,17 @@ written by create_pretraining_data are read back in test_create_pretraining_data
 
 import collections
 
+import pytest
 import tensorflow as tf
 
-from bert_tf.pretraining_dataset import make_pretraining_dataset
+from bert_tf.cli import InputError
+from bert_tf.pretraining_dataset import check_records, make_pretraining_dataset
 
 CLS, SEP, MASK = 2, 3, 4
 T, P = 64, 10
 
 
-def test_records_written_like_the_original_decode(tmp_path):
+def test_records_written_like_the_original_decode(tmp_path, caplog):
     """A record built field by field as the original writer does it."""
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
@@ -34,3 +36,12 @@ def test_records_written_like_the_original_decode(tmp_path):
     assert batch["input_ids"].numpy().tolist() == [ids]
     assert batch["masked_lm_ids"].numpy()[0, 0] == 11
     assert batch["next_sentence_labels"].numpy().tolist() == [[1]]
+
+    # Without metadata.json and not named like ours: read, with a warning; the shapes
+    # are checked on the first record (the vocabulary cannot be).
+    assert check_records(path, "--train_files", T, P, vocab_file=None) == [path]
+    assert "no metadata.json beside these records" in caplog.text
+    with pytest.raises(InputError, match=f"{path}: records hold max_seq_length {T}, "
+                                         f"max_predictions_per_seq {P}; pretrain was given "
+                                         f"max_predictions_per_seq 20 for --train_files"):
+        check_records(path, "--train_files", T, 20, vocab_file=None)

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import name_map
 from bert_tf.config import BertConfig
-from bert_tf.pretraining_model import (BertPretrainer, mean_metrics, prediction_targets,
-                                       pretraining_loss)
+from bert_tf.pretraining_model import (BertPretrainer, cross_entropy_and_prediction,
+                                       mean_metrics, prediction_targets, pretraining_loss)
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, hidden_dropout_prob=0.0,
@@ -164,6 +164,30 @@ def test_loss_of_a_split_batch_adds_up_to_the_whole():
              for s in (slice(0, 1), slice(1, B))]
     split = sum(pretraining_loss(p, whole["mlm_count"], whole["nsp_count"]) for p in parts)
     np.testing.assert_allclose(float(split), float(total), rtol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])  # 300: the label's prob underflows to 0
+def test_cross_entropy_and_prediction_match_tensorflow_ops(scale):
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(0, scale, (7, 50)).astype("float32"))
+    labels = tf.constant(rng.integers(0, 50, 7).astype("int32"))
+    upstream = tf.constant(rng.uniform(0, 2, 7).astype("float32"))  # e.g. weights / count
+    results = []
+    for fast in (True, False):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            if fast:
+                loss, predicted = cross_entropy_and_prediction(logits, labels)
+            else:
+                loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+                predicted = tf.argmax(logits, -1, output_type=tf.int32)
+            total = tf.reduce_sum(loss * upstream)
+        results.append((loss.numpy(), predicted.numpy(), tape.gradient(total, logits).numpy()))
+    (loss, predicted, grad), (ref_loss, ref_predicted, ref_grad) = results
+    assert np.all(np.isfinite(loss)) and (scale == 1 or ref_loss.max() > 200)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-6, atol=1e-5)
+    np.testing.assert_array_equal(predicted, ref_predicted)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-5, atol=1e-7)
 
 
 def test_mlm_head_is_tied_to_the_token_embeddings():

@@ -127,23 +127,23 @@ def test_glue_malformed_rows_error_with_file_and_line(tmp_path):
                   "1\ta\tb\tc\tentailment\n2\ta\tb\tmaybe\n3\ta\tb\tnot_entailment\n")
     with pytest.raises(DataFormatError) as error:
         readers.read_examples("rte", "dev", str(tmp_path))
-    assert str(error.value).startswith(f"{path}: line 3: expected 4 tab-separated fields, found 5")
+    assert str(error.value).startswith(f"{path}:3: expected 4 tab-separated fields, found 5")
     examples, num_bad = readers.read_examples("rte", "dev", str(tmp_path), skip_bad_rows=True)
     assert num_bad == 2 and [ex.guid for ex in examples] == ["0", "3"]
     # The label check alone:
     _write(tmp_path, "glue_data/RTE/dev.tsv",
            "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
-    with pytest.raises(DataFormatError, match=r"line 2: label 'maybe' not in"):
+    with pytest.raises(DataFormatError, match=r":2: label 'maybe' not in"):
         readers.read_examples("rte", "dev", str(tmp_path))
     _write(tmp_path, "glue_data/STS-B/dev.tsv", GLUE_FILES["stsb"][0] +
            "\n1\tg\tf\ty\t0\tn\tn\ta\tb\tfive\n")
-    with pytest.raises(DataFormatError, match="line 2: label 'five' is not a finite number"):
+    with pytest.raises(DataFormatError, match=":2: label 'five' is not a finite number"):
         readers.read_examples("stsb", "dev", str(tmp_path))
 
 
 def test_glue_missing_label_column_is_a_file_error(tmp_path):
     _write(tmp_path, "glue_data/RTE/dev.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n")
-    with pytest.raises(DataFormatError, match="line 1: no column 'label'"):
+    with pytest.raises(DataFormatError, match=":1: no column 'label'"):
         readers.read_examples("rte", "dev", str(tmp_path))
 
 
@@ -231,7 +231,7 @@ def test_swag_csv(tmp_path):
     # Without the unnamed index column the guid is the row number; label 4 is bad.
     _write(tmp_path, "swag/val.csv", _SWAG_HEADER[1:] + ",label\nv,1,s,c,d,gen,a,b,c,d,4\n"
            "v,2,s,c,d,gen,a,b,c,d,2\n")
-    with pytest.raises(DataFormatError, match=r"val.csv: line 2: label '4'"):
+    with pytest.raises(DataFormatError, match=r"val.csv:2: label '4'"):
         readers.read_examples("swag", "dev", str(tmp_path))
     dev, num_bad = readers.read_examples("swag", "dev", str(tmp_path), skip_bad_rows=True)
     assert num_bad == 1 and dev[0].guid == "1" and dev[0].label == 2
@@ -274,7 +274,7 @@ def test_conll_bad_lines(tmp_path):
                   _CONLL.replace("call NN I-NP O", "call NN O").replace("I-LOC", "I-CITY"))
     with pytest.raises(DataFormatError) as error:
         readers.read_examples("conll2003", "dev", str(tmp_path))
-    assert str(error.value).startswith(f"{path}: line 6: expected 4")
+    assert str(error.value).startswith(f"{path}:6: expected 4")
     sentences, num_bad = readers.read_examples("conll2003", "dev", str(tmp_path),
                                                skip_bad_rows=True)
     assert num_bad == 2  # the whole sentence of each bad line is dropped

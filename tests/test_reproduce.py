@@ -5,6 +5,8 @@ the standard layout, a stand-in CLI, hand-written records), except the one smoke
 end-to-end test, which drives the real CLIs and is marked slow.
 """
 
+import dataclasses
+import json
 import math
 import os
 import re
@@ -180,11 +182,15 @@ def test_cost_model_reproduces_the_measured_anchors():
 # ---------------------------------------------------------------- running and resuming
 FAKE_CLI = textwrap.dedent('''
     """A stand-in CLI: counts its calls, fails or writes metrics.json as told."""
-    import json, os, sys
+    import json, os, sys, time
     out, mode = sys.argv[sys.argv.index("--output_dir") + 1], sys.argv[-1]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "calls"), "a") as f:
         f.write("x")
+    began = time.time()
+    if mode == "slow":
+        time.sleep(2)
+    json.dump([began, time.time()], open(os.path.join(out, "span.json"), "w"))
     if mode == "fail":
         sys.exit("error: told to fail")
     json.dump({"task": "mrpc", "metrics": {"accuracy": 80.0}, "learning_rate": 2e-5,
@@ -227,7 +233,7 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
     record = load_record(out, "t.finetune.a")
     assert record["status"] == "finished" and record["metrics"] == {"accuracy": 80.0}
     assert record["command"].startswith("python -m fake_cli")
-    assert record["git"].keys() == {"commit", "dirty"} and record["hardware"]["cpu_cores"] >= 1
+    assert {"commit", "dirty"} <= record["git"].keys() and record["hardware"]["cpu_cores"] >= 1
     assert record["wall_seconds"] >= 0 and record["outputs"]["files"] == ["metrics.json"]
     assert os.path.isfile(os.path.join(out, "runs", "t.finetune.a", "files", "metrics.json"))
 
@@ -242,6 +248,30 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
     assert load_record(out, "t.finetune.b")["status"] == "finished"
     assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
                 if ".tmp" in p], "record.json is written atomically"
+
+
+def _span(tmp_path, name):
+    return json.loads((tmp_path / "work" / name / "span.json").read_text())
+
+
+def test_two_jobs_overlap_and_dependents_wait(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "slow", "b": "ok", "c": "ok"})  # c needs a
+    assert set(run_plan(plan, out, str(tmp_path), echo=False, jobs=2).values()) == {"finished"}
+    (a_began, a_ended), (b_began, _), (c_began, _) = (_span(tmp_path, n) for n in "abc")
+    assert b_began < a_ended  # b ran beside a
+    assert c_began >= a_ended  # c waited for the run it needs
+
+
+def test_pretraining_runs_alone(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "slow", "b": "ok"})
+    runs = dict(plan.runs, **{"t.finetune.a": dataclasses.replace(plan.runs["t.finetune.a"],
+                                                                  stage="pretrain")})
+    plan = dataclasses.replace(plan, runs=runs)
+    # (a fails as pretraining, having no export/; b does not need it)
+    assert run_plan(plan, out, str(tmp_path), echo=False, jobs=2)["t.finetune.b"] == "finished"
+    assert _span(tmp_path, "b")[0] >= _span(tmp_path, "a")[1]
 
 
 def test_failures_block_dependents_and_changed_commands_restart_clean(fake_cli, tmp_path):

@@ -9,6 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from bert_tf.cli import run_main
 from glue_suite import evaluate, run, run_config
 from glue_suite import features as F
 from glue_suite.predictions import read_tsv
@@ -169,6 +170,9 @@ def _check_common(result, task, num_train):
     assert result["wall_seconds"] > 0 and result["command"].startswith("python -m glue_suite.run")
     assert result["featurization"]["train"]["examples_per_second"] > 0
     assert result["bad_rows"]["train"] == 0
+    timings = result["timings"]  # where the seconds went
+    assert timings["train_steps"] > 0 and timings["evaluate"] > 0
+    assert timings["total"] >= timings["featurize"] + timings["train_steps"]
 
 
 def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_path):
@@ -290,9 +294,10 @@ def test_feature_mode_errors(world, tmp_path, capsys, extra, message):
                                           ("qqp", "glue_data/QQP/train.tsv")])
 def test_missing_training_data_is_one_clear_error(world, tmp_path, capsys, task, missing):
     checkpoint, data = world
-    code = run.main(["--task", task, "--init_checkpoint", checkpoint, "--data_dir", data,
-                     "--output_dir", str(tmp_path / task)])
-    assert code == 1
+    with pytest.raises(SystemExit) as exit_:
+        run_main(run.main, ["--task", task, "--init_checkpoint", checkpoint, "--data_dir",
+                            data, "--output_dir", str(tmp_path / task)])
+    assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert missing in err and "gluebenchmark.com" in err and "Traceback" not in err
 
@@ -301,9 +306,10 @@ def test_squad2_without_training_data_suggests_train_task(world, tmp_path, capsy
     checkpoint, _ = world
     empty = tmp_path / "empty"
     empty.mkdir()
-    code = run.main(["--task", "squad2.0", "--init_checkpoint", checkpoint, "--data_dir",
-                     str(empty), "--output_dir", str(tmp_path / "out")])
-    assert code == 1
+    with pytest.raises(SystemExit) as exit_:
+        run_main(run.main, ["--task", "squad2.0", "--init_checkpoint", checkpoint,
+                            "--data_dir", str(empty), "--output_dir", str(tmp_path / "out")])
+    assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "train-v2.0.json" in err and "--train_task squad1.1" in err
 
@@ -313,17 +319,27 @@ def test_flags_resolve_to_the_paper_defaults(monkeypatch):
     config = run_config.resolve_config(run.build_parser().parse_args(["--task", "rte"]))
     assert (config.train.batch_size, config.train.epochs, config.features.max_seq_length) == (
         32, 3, 128)
-    assert config.learning_rates == (5e-5, 4e-5, 3e-5, 2e-5) and config.seeds == (0,)
+    assert config.seeds == (0,)
+    # The grid follows the checkpoint's size: the paper's for Base/Large, Turc et al.'s
+    # (without 3e-4) for smaller models; --learning_rates overrides both.
+    assert config.learning_rates is None
+    base, small = (run_config.with_default_grid(config, h) for h in (768, 384))
+    assert base.learning_rates == (5e-5, 4e-5, 3e-5, 2e-5) and "paper" in base.learning_rate_grid
+    assert small.learning_rates == (1e-4, 5e-5, 3e-5) and "Turc" in small.learning_rate_grid
+    given = run_config.resolve_config(run.build_parser().parse_args(
+        ["--task", "rte", "--learning_rates", "2e-4"]))
+    assert run_config.with_default_grid(given, 384).learning_rates == (2e-4,)
     assert config.data_dir == "/somewhere" and config.output_dir == os.path.join("runs", "rte")
     assert config.init_checkpoint is None  # the shipped default checkpoint
     assert (config.train.warmup_proportion, config.train.weight_decay,
             config.train.dropout) == (0.1, 0.01, 0.1)
     squad2 = run_config.resolve_config(run.build_parser().parse_args(["--task", "squad2.0"]))
-    assert (squad2.train.batch_size, squad2.train.epochs, squad2.learning_rates) == (
-        48, 2, (5e-5,))
+    assert (squad2.train.batch_size, squad2.train.epochs,
+            run_config.with_default_grid(squad2, 384).learning_rates) == (48, 2, (5e-5,))
     assert squad2.features == F.FeatureSettings(384, 128, 64)
     swag = run_config.resolve_config(run.build_parser().parse_args(["--task", "swag"]))
-    assert (swag.train.batch_size, swag.train.epochs, swag.learning_rates) == (16, 3, (2e-5,))
+    assert (swag.train.batch_size, swag.train.epochs,
+            run_config.with_default_grid(swag, 384).learning_rates) == (16, 3, (2e-5,))
     with pytest.raises(ValueError, match="cannot train"):
         run_config.resolve_config(run.build_parser().parse_args(["--task", "rte",
                                                                  "--train_task", "mnli"]))

@@ -62,3 +62,15 @@ def test_long_lines_are_cut_between_words_and_characters(tmp_path):
     assert "".join(e_pieces) == words and all(p.endswith(" ") for p in e_pieces)
     assert "".join(u_pieces) == "ü" * 100  # no character cut in two
     assert stats["long_lines_split"] == 2 and stats["invalid_utf8_lines"] == 0
+
+
+def test_a_long_line_is_split_into_sentences(tmp_path):
+    """In a one-sentence-per-line file, a line over max_line_bytes is no sentence: its
+    sentences come back whole, also those cut between two pieces."""
+    sentences = [f"Sentence number {i} says {'a' * (i % 7 + 1)} things." for i in range(300)]
+    path = tmp_path / "one_line.txt"
+    path.write_text("A short first line.\n\n" + " ".join(sentences) + "\nlast\n")
+    stats = collections.Counter()
+    docs = list(text_sources.read_documents(str(path), stats, max_line_bytes=500))
+    assert [s for _, d in docs for s in d] == ["A short first line."] + sentences + ["last"]
+    assert stats["long_lines_split"] == 1 and stats["documents"] == 2

@@ -168,3 +168,62 @@ def test_real_rte_dev_through_tfds_records(data_dir):
     with _mock({("glue/rte", "validation"): records}):
         ours, _ = tfds_source.load_examples("rte", "dev")
     assert ours == files and len(ours) == 277
+
+
+# ------------------------------------------------------------------------- no data set up
+def test_source_falls_back_to_tfds_only_without_any_data_directory(tmp_path, monkeypatch):
+    from glue_suite.data_dir import resolve_source
+    monkeypatch.chdir(tmp_path)  # no ./data here
+    monkeypatch.setenv("BERT_DATA_DIR", str(tmp_path / "absent"))
+    assert resolve_source(None, None, "glue/rte") == (str(tmp_path / "absent"), "tfds")
+    assert resolve_source(None, None, None) == (str(tmp_path / "absent"), "files")  # SWAG
+    assert resolve_source("given", None, "glue/rte") == ("given", "files")  # the flag wins
+    assert resolve_source(None, "files", "glue/rte")[1] == "files"
+    (tmp_path / "absent").mkdir()
+    assert resolve_source(None, None, "glue/rte")[1] == "files"
+    monkeypatch.delenv("BERT_DATA_DIR")
+    assert resolve_source(None, None, "glue/rte") == ("./data", "tfds")
+
+
+def test_run_without_a_data_directory_reads_tfds(tmp_path, monkeypatch):
+    """`glue_suite.run --task rte` with nothing set up: the data comes from tfds (mocked)."""
+    from glue_suite import run
+    from test_run import make_checkpoint
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BERT_DATA_DIR", str(tmp_path / "absent"))
+    rng = np.random.default_rng(0)
+    words = ["the", "dog", "cat", "runs", "sees", "a", "man"]
+    rows = {split: [((" ".join(rng.choice(words, 4)), " ".join(rng.choice(words, 3))), i % 2)
+                    for i in range(n)] for split, n in (("train", 8), ("validation", 4),
+                                                        ("test", 2))}
+    records = {("glue/rte", split): _glue_records(
+        ["sentence1", "sentence2"], r, lambda y: np.int64(-1 if split == "test" else y))
+        for split, r in rows.items()}
+    with _mock(records):
+        assert run.main(["--task", "rte", "--init_checkpoint", make_checkpoint(tmp_path / "c"),
+                         "--output_dir", "out", "--epochs", "1", "--batch_size", "4",
+                         "--learning_rates", "1e-3", "--max_seq_length", "16",
+                         "--verbose", "0", "--run_eagerly"]) == 0
+    result = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert result["config"]["source"] == "tfds"
+    assert result["data_files"]["train"] == "tfds:glue/rte[train]"
+    assert result["train_examples"] == 8 and "reading rte from tensorflow-datasets" in (
+        tmp_path / "out" / "run.log").read_text()
+
+
+def test_offline_tfds_error_names_both_ways_to_the_data(tmp_path, monkeypatch):
+    def offline(self, *args, **kwargs):
+        raise ConnectionError("Failed to resolve 'dl.fbaipublicfiles.com'")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    from glue_suite.data_dir import MissingDataError
+    with pytest.raises(MissingDataError) as error:
+        tfds_source.load_examples("rte", "train", str(tmp_path))
+    message = str(error.value)
+    assert message.startswith("tfds:glue/rte: tensorflow-datasets could not download")
+    assert "ConnectionError: Failed to resolve" in message
+    assert "BERT_DATA_DIR" in message and "glue_data/RTE/train.tsv" in message
+    assert "tfds build glue/rte" in message and "--tfds_data_dir" in message
+    # And a missing file in a data directory names tfds as the other way.
+    with pytest.raises(MissingDataError, match="--source tfds"):
+        readers.read_examples("rte", "train", str(tmp_path))

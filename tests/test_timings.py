@@ -1,0 +1,41 @@
+"""glue_suite.timings: stages add up, the grid's fits split into build, tracing, steps and
+evaluation, and the step clock's first step carries the tracing."""
+
+import time
+
+import pytest
+
+from glue_suite import timings
+
+
+def test_stages_add_up_repeated_entries():
+    stages = timings.Stages()
+    for _ in range(2):
+        with stages("read"):
+            time.sleep(0.01)
+    with pytest.raises(RuntimeError), stages("grid"):  # a failing stage still counts
+        raise RuntimeError
+    assert stages.seconds["read"] >= 0.02 and set(stages.seconds) == {"read", "grid"}
+
+
+def test_run_breakdown_splits_the_grid():
+    train = {"build_seconds": 2.0, "trace_seconds": 10.0, "seconds": 50.0}
+    runs = [{"train": train, "evaluate_seconds": 5.0}] * 2
+    stages = {"read": 0.5, "checkpoint": 0.5, "featurize": 1.0, "grid": 140.0, "write": 0.2}
+    breakdown = timings.run_breakdown(6.0, stages, runs)
+    assert breakdown == {"startup": 6.0, "read": 0.5, "checkpoint": 0.5, "featurize": 1.0,
+                         "write": 0.2, "model_build": 4.0, "trace": 20.0, "train_steps": 80.0,
+                         "evaluate": 10.0, "grid_other": 26.0, "total": 148.2}
+
+
+def test_step_clock_first_step_carries_the_tracing():
+    clock = timings.StepClock()
+    clock.on_train_begin()
+    for pause in (0.05, 0.01, 0.01, 0.01):
+        time.sleep(pause)
+        clock.on_train_batch_end(0)
+    summary = clock.summary()
+    assert summary["first_step_seconds"] >= 0.05
+    assert summary["trace_seconds"] == pytest.approx(
+        summary["first_step_seconds"] - summary["step_seconds_median"], abs=0.01)
+    assert timings.startup_seconds() > 0
