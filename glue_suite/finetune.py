@@ -71,6 +71,10 @@ class TrainSettings:
         eval_batch_size: batch size of prediction.
         verbose: Keras progress bar (1), one line per epoch (2), silent (0).
         run_eagerly: no tf.function graphs (debugging; tiny models start faster).
+        jit_compile: XLA for the train and predict steps (Keras's "auto" would turn it
+            on). Off by default: on this CPU XLA compiled each length bucket's shape for
+            ~30 s (BERT-Large) and ran BERT-Base steps slower than TensorFlow's oneDNN
+            kernels (results/benchmark/README.md). A TPU compiles with XLA regardless.
         head: "dense" (BERT's) or "bilstm" (a BiLSTM over the fine-tuned sequence_output).
         feature_mode: None (fine-tune) or a `heads.FEATURE_MODES` entry (frozen encoder).
         bilstm_units: LSTM units per direction of the BiLSTM head (paper: 768).
@@ -90,6 +94,7 @@ class TrainSettings:
     eval_batch_size: int = 64
     verbose: int = 1
     run_eagerly: bool = False
+    jit_compile: bool = False
     head: str = "dense"
     feature_mode: Optional[str] = None
     bilstm_units: int = 768
@@ -238,7 +243,8 @@ def build_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: Optional[i
     return keras.Model(inputs, kind.outputs(outputs), name=spec.name)
 
 
-def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = False) -> None:
+def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = False,
+                  jit_compile: bool = False) -> None:
     """BERT's losses: softmax cross-entropy (SQuAD: mean of the start and end losses;
     NER: the mean over first word pieces, via label weights), squared error for STS-B."""
     xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -249,13 +255,15 @@ def compile_model(model: keras.Model, kind: str, optimizer, run_eagerly: bool = 
     if kind == SPAN:
         model.compile(optimizer, loss={"start_logits": xent, "end_logits": xent},
                       loss_weights={"start_logits": 0.5, "end_logits": 0.5},
-                      run_eagerly=run_eagerly)
+                      run_eagerly=run_eagerly, jit_compile=jit_compile)
     elif kind == REGRESSION:
-        model.compile(optimizer, loss=keras.losses.MeanSquaredError(), run_eagerly=run_eagerly)
+        model.compile(optimizer, loss=keras.losses.MeanSquaredError(), run_eagerly=run_eagerly,
+                      jit_compile=jit_compile)
     elif kind == TOKEN:
-        model.compile(optimizer, loss=token_xent, run_eagerly=run_eagerly)
+        model.compile(optimizer, loss=token_xent, run_eagerly=run_eagerly,
+                      jit_compile=jit_compile)
     else:
-        model.compile(optimizer, loss=xent, run_eagerly=run_eagerly)
+        model.compile(optimizer, loss=xent, run_eagerly=run_eagerly, jit_compile=jit_compile)
 
 
 # ---------------------------------------------------------------------------------------
@@ -321,7 +329,7 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
                                      num_warmup_steps, weight_decay=settings.weight_decay,
                                      clipnorm=settings.clipnorm,
                                      optimizer=settings.optimizer)
-        compile_model(model, spec.kind, optimizer, settings.run_eagerly)
+        compile_model(model, spec.kind, optimizer, settings.run_eagerly, settings.jit_compile)
     build_seconds = time.perf_counter() - began
     # TPUs need static batch shapes: no trimming, the last partial batch dropped.
     dataset = batching.train_dataset(training_tuple(train_features, spec.kind),

@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run_eagerly", action="store_true",
                    help="run Keras eagerly, without tf.function graphs (debugging; tiny "
                         "test models start faster)")
+    p.add_argument("--jit_compile", action="store_true",
+                   help="XLA for the train and predict steps (off: slower on CPUs here, "
+                        "and it compiles each batch length anew; TPUs always use XLA)")
     return p
 
 

@@ -129,7 +129,8 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         batch_size=args.batch_size or hp.batch_size, eval_batch_size=args.eval_batch_size,
         warmup_proportion=args.warmup_proportion, weight_decay=args.weight_decay,
         clipnorm=args.clipnorm or None, dropout=args.dropout, optimizer=args.optimizer,
-        verbose=args.verbose, run_eagerly=args.run_eagerly, head=args.head,
+        verbose=args.verbose, run_eagerly=args.run_eagerly,
+        jit_compile=args.jit_compile, head=args.head,
         feature_mode=args.feature_mode, bilstm_units=args.bilstm_units,
         # TPUs need static shapes: batches padded to max_seq_length.
         length_multiple=0 if args.strategy == "tpu" else args.length_multiple)

@@ -148,6 +148,7 @@ def test_fine_tune_learns_a_toy_task(checkpoint):
     assert history["steps"] == 40 and history["warmup_steps"] == 4
     assert history["loss"][-1] < 0.3 < 0.6 < history["loss"][0]
     assert model.optimizer.iterations.numpy() == 40
+    assert model.jit_compile is False  # TrainSettings' default, not Keras's "auto"
     logits = finetune.predict(model, features, batch_size=32, kind=finetune.CLASSIFICATION,
                               length_multiple=settings.length_multiple, verbose=0)
     examples = [InputExample(str(i), "", "", TASKS["rte"].labels[label])
