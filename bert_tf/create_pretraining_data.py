@@ -45,7 +45,6 @@ import multiprocessing
 import os
 import random
 import resource
-import shlex
 import shutil
 import sys
 import tempfile
@@ -55,7 +54,7 @@ from typing import Iterator
 import tensorflow as tf
 import tqdm
 
-from bert_tf import shard_set, text_sources
+from bert_tf import portable_paths, shard_set, text_sources
 from bert_tf.cli import InputError, MissingInputError, check_output_dir, run_main
 from bert_tf.files import file_sha256
 from bert_tf.pretraining_dataset import METADATA_FILE, feature_spec, instance_to_example
@@ -207,7 +206,7 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
                             config: DataConfig, lower_case: bool | None = None,
                             num_workers: int = 1, shard_size: int = 10_000,
                             overwrite: bool = False, command: str | None = None,
-                            progress: bool = True) -> dict:
+                            progress: bool = True, data_dir: str | None = None) -> dict:
     """Writes `output_dir/part-*-of-*.tfrecord` and `metadata.json`; returns the metadata.
 
     Args:
@@ -222,6 +221,8 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
         overwrite: replace shards already in output_dir instead of failing.
         command: the command line, recorded in metadata.json.
         progress: show a progress bar on stderr.
+        data_dir: the data directory, which metadata.json's paths name $BERT_DATA_DIR
+            (bert_tf.portable_paths).
 
     Raises:
         ValueError: bad arguments, or no instance could be made from the input.
@@ -236,8 +237,9 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
                  for i in range(len(input_files))]
         stats, skipped = _write_file_parts(input_files, parts, config, tokenizer,
                                            vocab_file, lower_case, num_workers, progress)
-        metadata = _metadata(command, input_files, vocab_file, tokenizer, config,
-                             num_workers, shard_size, stats, skipped)
+        metadata = portable_paths.portable_record(
+            _metadata(command, input_files, vocab_file, tokenizer, config, num_workers,
+                      shard_size, stats, skipped), data_dir, output_dir)
         num_instances = stats["instances"]
         if num_instances == 0:
             metadata["shards"] = []
@@ -395,6 +397,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # also for the workers
     check_output_dir(args.output_dir, "--output_dir")
+    data_dir = os.environ.get(portable_paths.DATA_DIR_VAR)
     try:
         config = _data_config(args)
         input_files = expand_input_patterns(args.input_files, args.max_files_per_pattern)
@@ -402,8 +405,9 @@ def main(argv: list[str] | None = None) -> None:
         metadata = create_pretraining_data(
             input_files, args.vocab_file, args.output_dir, config, lower_case=lower_case,
             num_workers=args.num_workers, shard_size=args.shard_size,
-            overwrite=args.overwrite,
-            command="python -m bert_tf.create_pretraining_data " + shlex.join(argv))
+            overwrite=args.overwrite, data_dir=data_dir,
+            command=portable_paths.command_line("bert_tf.create_pretraining_data", argv,
+                                                data_dir))
     except InputError:
         raise  # a bad input file or directory: run_main prints it
     except ValueError as e:  # a flag the run cannot honour

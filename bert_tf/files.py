@@ -1,16 +1,20 @@
 """All-or-nothing file writes: the one home of "write to a temporary file, then rename".
 
 A reader (or a rerun after a crash) sees either the previous file or the whole new one,
-never a truncated one. Remote paths (gs://, for TPUs) go through tf.io.gfile, imported only
+never a truncated one; `staged_outputs` does the same for a run's set of files in one
+directory. Remote paths (gs://, for TPUs) go through tf.io.gfile, imported only
 then, so that TensorFlow-free callers (the harness, the tables) stay TensorFlow-free.
 """
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
 import os
-from typing import Iterator
+import shutil
+import time
+from typing import Iterator, Optional, Sequence
 
 from bert_tf.cli import InputError
 
@@ -107,3 +111,77 @@ def file_sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# A run's outputs in one directory: all of them, or none
+# ---------------------------------------------------------------------------------------
+
+STAGING = ".staging"  # <directory>/.staging/: the outputs of the run being written
+PREVIOUS = "previous-"  # <directory>/previous-<time>/: the outputs they replaced
+
+
+@dataclasses.dataclass
+class Stage:
+    """Where a run writes its outputs (`path`) until they move into `directory`; once
+    they have, `aside` is where the directory's earlier outputs went (None: there were
+    none)."""
+    directory: str
+    path: str
+    aside: Optional[str] = None
+
+    def final(self, path: str) -> str:
+        """The path that a file written under `path` has once in place."""
+        return os.path.join(self.directory, os.path.relpath(path, self.path))
+
+
+@contextlib.contextmanager
+def staged_outputs(directory: str, last: str, previous: Sequence[str] = ()) -> Iterator[Stage]:
+    """`with staged_outputs(run_dir, "metrics.json") as stage:` write every output under
+    `stage.path`: they appear in `directory` together when the block ends without an
+    exception, and not at all otherwise (the stage is deleted, `directory` left as it was).
+
+    Moving in, the entries named in `previous` (an earlier run's outputs) and any the new
+    ones would replace first move to previous-<time>/, `last` first; then the new
+    entries move in, `last` last. So `last`, the file that says a run finished, never
+    sits beside another run's outputs, even if the process dies in between. Local
+    directories only (renames within one file system).
+
+    Args:
+        directory: the run's directory; what is not named here (logs, caches) stays.
+        last: the staged file that marks the run finished (its record).
+        previous: names of entries of `directory` that belong to the earlier run.
+    """
+    stage = Stage(directory, os.path.join(directory, STAGING))
+    shutil.rmtree(stage.path, ignore_errors=True)  # a killed run's partial outputs
+    os.makedirs(stage.path)
+    try:
+        yield stage
+        new = sorted(os.listdir(stage.path), key=lambda name: name == last)
+        old = [name for name in dict.fromkeys([last, *previous, *new])
+               if os.path.lexists(os.path.join(directory, _entry(name)))]
+        stage.aside = _set_aside(directory, old) if old else None
+        for name in new:
+            os.replace(os.path.join(stage.path, name), os.path.join(directory, name))
+    finally:
+        shutil.rmtree(stage.path, ignore_errors=True)
+
+
+def _entry(name: str) -> str:
+    """`name` if it is an entry of a directory (not a path that leaves it)."""
+    if name in ("", ".", "..", STAGING) or os.sep in name or name.startswith(PREVIOUS):
+        raise ValueError(f"{name!r} is not an output's name in its run directory")
+    return name
+
+
+def _set_aside(directory: str, names: list) -> str:
+    """Moves `names` into a new previous-<local time>/ of `directory`; returns its path."""
+    base = os.path.join(directory, PREVIOUS + time.strftime("%Y%m%d-%H%M%S"))
+    aside, number = base, 1
+    while os.path.lexists(aside):  # two runs ended within a second
+        number += 1
+        aside = f"{base}-{number}"
+    os.makedirs(aside)
+    for name in names:
+        os.replace(os.path.join(directory, name), os.path.join(aside, name))
+    return aside

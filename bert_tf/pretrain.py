@@ -21,8 +21,10 @@ How a step works, and how a killed run resumes exactly: `trainer`. The run's set
 `pretrain_config.PretrainConfig`, one field per flag below.
 
 Written to --model_dir (only by the chief worker):
-  pretrain_config.json   the resolved configuration and the command (and the init
-                         checkpoint's name or relative path and content hashes)
+  pretrain_config.json   the resolved configuration, the command, the git state and the
+                         hardware (bert_tf.provenance; of the latest start where a run
+                         resumed), and the init checkpoint's name or relative path and
+                         content hashes
   metrics.csv            one row per log interval ("train") and per evaluation ("eval")
   tensorboard/{train,eval}/   the same as TensorBoard scalars
   eval_results.json      the final held-out metrics (masked-LM perplexity = Table 6's)
@@ -36,13 +38,12 @@ to --checkpoint_dir (default model_dir/checkpoints): tf.train checkpoints, the l
 import argparse
 import dataclasses
 import os
-import shlex
 import sys
 from typing import Optional
 
 import tensorflow as tf
 
-from bert_tf import distribute
+from bert_tf import distribute, portable_paths, provenance
 from bert_tf.cli import check_output_dir, run_main
 from bert_tf.config import SIZES
 from bert_tf.files import write_json
@@ -77,25 +78,44 @@ def check_inputs(config: PretrainConfig) -> None:
                       config.dynamic_masking)
 
 
+def config_record(config: PretrainConfig, command: Optional[str], num_replicas: int,
+                  bert_config: dict, init_source: Optional[dict]) -> dict:
+    """The content of pretrain_config.json. Nothing reads it back (a resumed run trusts
+    its checkpoint), so each start rewrites it: git and hardware are the latest start's.
+
+    Args:
+        bert_config: the model's `BertConfig.to_dict()`.
+        init_source: `init_checkpoint.describe` of --init_checkpoint; None without one.
+    """
+    init = {} if init_source is None else {"init_checkpoint_source": init_source}
+    return {**dataclasses.asdict(config), "command": command, "num_replicas": num_replicas,
+            "bert_config": bert_config, "git": provenance.git_commit(),
+            "hardware": provenance.describe(), **init}
+
+
 def pretrain(config: PretrainConfig, strategy: Optional[tf.distribute.Strategy] = None,
-             command: Optional[str] = None, log=print) -> dict:
+             command: Optional[str] = None, log=print, data_dir: Optional[str] = None) -> dict:
     """Runs (or resumes) a pretraining run; returns the final metrics.
 
     Args:
         config: the run.
         strategy: default: the current (default) strategy, i.e. one device.
         command: the command line, recorded in pretrain_config.json.
+        data_dir: the data directory, which pretrain_config.json's paths name
+            $BERT_DATA_DIR (bert_tf.portable_paths; its other paths are relative to
+            --model_dir or to the working directory).
     """
     check_inputs(config)
     strategy = strategy or tf.distribute.get_strategy()
     trainer = Trainer(config, strategy)
     if trainer.is_chief:
         tf.io.gfile.makedirs(config.model_dir)
-        init = {} if trainer.init is None else {"init_checkpoint_source": describe(trainer.init)}
+        init = None if trainer.init is None else describe(trainer.init)
+        record = config_record(config, command, strategy.num_replicas_in_sync,
+                               trainer.model.config.to_dict(), init)
         write_json(os.path.join(config.model_dir, "pretrain_config.json"),
-                   {**dataclasses.asdict(config), "command": command,
-                    "num_replicas": strategy.num_replicas_in_sync,
-                    "bert_config": trainer.model.config.to_dict(), **init}, sort_keys=True)
+                   portable_paths.portable_record(record, data_dir, config.model_dir),
+                   sort_keys=True)
     return trainer.train(log=log)
 
 
@@ -158,8 +178,10 @@ def main(argv=None) -> None:
         strategy = distribute.create_strategy(args.strategy, args.tpu)
     except ValueError as e:
         sys.exit(f"error: {e}")
-    pretrain(config, strategy, command="python -m bert_tf.pretrain " + shlex.join(argv),
-             log=lambda line: print(line, flush=True))
+    data_dir = os.environ.get(portable_paths.DATA_DIR_VAR)
+    pretrain(config, strategy, command=portable_paths.command_line("bert_tf.pretrain", argv,
+                                                                   data_dir),
+             log=lambda line: print(line, flush=True), data_dir=data_dir)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """What a run ran on: CPU model, cores, memory, GPUs, library versions and git commit.
 
 Cheap to call (no TensorFlow import: versions come from package metadata), so the
-harness can stamp every run record with it.
+harness can stamp every run record with it. `stamp` is the one provenance of an output
+that has no run record (a benchmark's): command, commit, date and machine.
 """
 
+import datetime
 import functools
 import hashlib
 import importlib.metadata
@@ -94,6 +96,36 @@ def git_commit(repo: str = REPO) -> dict:
     files = changed.stdout.split()
     return {"commit": head.stdout.strip(), "dirty": bool(files), "changed_files": files,
             "diff_sha256": hashlib.sha256(diff.stdout.encode()).hexdigest() if files else None}
+
+
+def uncommitted(git: dict, named: int = 10) -> str:
+    """What a `git_commit()` ran beyond its commit, in words: 'uncommitted changes to
+    a.py, b.py (diff sha256 0123456789ab)', the first `named` files by name; "" where
+    the tree was clean (or git unknown)."""
+    if not git.get("dirty"):
+        return ""
+    changed = git.get("changed_files") or []
+    files = ", ".join(changed[:named]) + (f" and {len(changed) - named} more"
+                                          if len(changed) > named else "")
+    diff = f" (diff sha256 {git['diff_sha256'][:12]})" if git.get("diff_sha256") else ""
+    return f"uncommitted changes to {files}{diff}"
+
+
+def stamp(command: str) -> dict:
+    """What ran, from which code, when and where: {"command", "git", "date" (UTC, ISO
+    8601), "machine"}, the head of every benchmark's output."""
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {"command": command, "git": git_commit(), "date": now, "machine": describe()}
+
+
+def stamp_lines(values: dict) -> list:
+    """A `stamp` as the lines a printed result starts with."""
+    changes = uncommitted(values["git"])
+    return [f"command: {values['command']}",
+            f"commit:  {values['git'].get('commit') or 'unknown'}"
+            + (f" + {changes}" if changes else ""),
+            f"date:    {values['date']}",
+            f"machine: {summary(values['machine'])}"]
 
 
 @functools.lru_cache(maxsize=1)

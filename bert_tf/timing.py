@@ -9,16 +9,14 @@ are resampled, so each resample keeps the contenders that ran side by side toget
 result can be traced and rerun.
 """
 
-import datetime
 import os
-import shlex
 import statistics
 import sys
 import time
 
 import numpy as np
 
-from bert_tf import provenance
+from bert_tf import portable_paths, provenance
 
 
 def rotated(names: list, round_index: int) -> list:
@@ -65,20 +63,14 @@ def bootstrap_ratio(numerator: list, *denominators: list, resamples: int = 4000,
 
 
 def header(program: str) -> list:
-    """Lines that say what ran: the command, commit, date, machine, load and threads."""
-    git = provenance.git_commit()
-    commit = git["commit"] or "unknown"
-    if git["dirty"]:
-        files = git["changed_files"]
-        named = ", ".join(files) if len(files) <= 6 else f"{len(files)} files"
-        commit += f" + uncommitted changes to {named} (diff sha256 {git['diff_sha256'][:12]})"
+    """Lines that say what ran: the command, commit, date, machine (`provenance.stamp`),
+    then the load and threads."""
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     threads = {name: os.environ.get(name) for name in
                ("OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
                 "TF_ENABLE_ONEDNN_OPTS") if os.environ.get(name) is not None}
-    return [f"command: python -m {program} {shlex.join(sys.argv[1:])}",
-            f"commit:  {commit}",
-            f"date:    {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
-            f"machine: {provenance.summary(provenance.describe())}",
+    command = portable_paths.command_line(program, sys.argv[1:],
+                                          os.environ.get(portable_paths.DATA_DIR_VAR))
+    return [*provenance.stamp_lines(provenance.stamp(command)),
             f"load average at start (1, 5, 15 min): {load}"
             + (f"; {threads}" if threads else "")]

@@ -22,12 +22,11 @@ LayerNorm) and gradient clipping at 1.0:
 
 Prints per-round seconds, the median of each recipe, the ratio of medians with the range
 of the per-round ratios, each recipe's dev metrics, glue_suite's median timings
-breakdown, and the command, git commit, date and machine; --output_file writes it all as
-JSON. GLUE classification and regression tasks only (the HF recipe's model).
+breakdown, and the command, git commit, date and machine (`bert_tf.provenance.stamp`);
+--output_file writes it all as JSON. GLUE classification and regression tasks only (the HF recipe's model).
 """
 
 import argparse
-import datetime
 import os
 import shlex
 import statistics
@@ -37,7 +36,7 @@ import tempfile
 import time
 from typing import Optional
 
-from bert_tf import files, provenance
+from bert_tf import files, portable_paths, provenance
 from glue_suite import readers
 from glue_suite.data_dir import resolve_data_dir
 from glue_suite.tasks import CLASSIFICATION, REGRESSION, TASKS, get_task
@@ -210,10 +209,7 @@ def summarize(rounds: list, recipes: list) -> dict:
 def report(record: dict) -> str:
     """The printed report of a benchmark record (`benchmark`'s return value)."""
     recipes, summary = record["recipes"], record["summary"]
-    lines = [f"command: {record['command']}", f"date: {record['date']}",
-             f"git: {record['git']['commit']}" + (" (uncommitted changes)"
-                                                  if record["git"]["dirty"] else ""),
-             f"machine: {provenance.summary(record['machine'])}",
+    lines = [*provenance.stamp_lines(record),
              "", "round  " + "  ".join(f"{r:>18}" for r in recipes)]
     for number, times in enumerate(record["rounds"], start=1):
         lines.append(f"{number:>5}  " + "  ".join(f"{times[r]['seconds']:>17.1f}s"
@@ -247,8 +243,7 @@ def benchmark(args: argparse.Namespace, command: str) -> dict:
                 print(f"round {number + 1}/{args.rounds}: {recipe} "
                       f"{times[recipe]['seconds']:.1f} s", file=sys.stderr, flush=True)
             rounds.append(times)
-    return {"command": command, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "git": provenance.git_commit(), "machine": provenance.describe(),
+    return {**provenance.stamp(command),
             "settings": {k: v for k, v in vars(args).items() if k != "output_file"},
             "recipes": recipes, "rounds": rounds, "summary": summarize(rounds, recipes)}
 
@@ -299,10 +294,12 @@ def main(argv: Optional[list] = None) -> int:
     if args.hf_worker:
         files.write_json(args.output_file, hf_recipe(files.read_json(args.hf_worker)))
         return 0
-    record = benchmark(args, "python -m glue_suite.benchmark " + shlex.join(argv))
+    data_dir = resolve_data_dir(args.data_dir)
+    record = benchmark(args, portable_paths.command_line("glue_suite.benchmark", argv, data_dir))
     print(report(record))
-    if args.output_file:
-        files.write_json(args.output_file, record)
+    if args.output_file:  # may be committed: its paths portable
+        files.write_json(args.output_file, portable_paths.portable_record(
+            record, data_dir, os.path.dirname(os.path.abspath(args.output_file))))
     return 0
 
 

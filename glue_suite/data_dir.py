@@ -9,15 +9,16 @@ directory, where the official data is published, and the tfds alternative.
 Data without set-up (`resolve_source`): when no --data_dir is given and the default
 directory does not exist, a task that tensorflow-datasets has (`TaskSpec.tfds_name`:
 GLUE, SQuAD, CoNLL-2003) is read from tfds, which downloads it on first use; so on a
-machine with a network `python -m glue_suite.run --task rte` needs nothing by hand.
+machine with a network `python -m glue_suite.run --task rte` needs nothing by hand. The
+harness plans its fine-tuning runs the same way (`no_data_directory`).
 """
 
 import os
 from typing import Optional
 
 from bert_tf.cli import MissingInputError
+from bert_tf.portable_paths import DATA_DIR_VAR as ENV_VAR  # its name in records too
 
-ENV_VAR = "BERT_DATA_DIR"
 DEFAULT_DATA_DIR = "./data"
 
 # Where each dataset is published, quoted in every missing-file error.
@@ -55,9 +56,17 @@ def resolve_source(data_dir_flag: Optional[str], source_flag: Optional[str],
     data_dir = resolve_data_dir(data_dir_flag)
     if source_flag:
         return data_dir, source_flag
-    if data_dir_flag or os.path.isdir(data_dir) or tfds_name is None:
+    if tfds_name is None or not no_data_directory(data_dir_flag):
         return data_dir, "files"
     return data_dir, "tfds"
+
+
+def no_data_directory(data_dir_flag: Optional[str]) -> bool:
+    """Whether nothing is set up: no --data_dir given and no directory at the default
+    ($BERT_DATA_DIR, else ./data). Then tasks that tfds has are read from it, by
+    `glue_suite.run` (`resolve_source`) and by the harness (`reproduce.all`) alike. A
+    --data_dir that was given is never replaced: its absence is the user's error."""
+    return not data_dir_flag and not os.path.isdir(resolve_data_dir(None))
 
 
 def tfds_hint(tfds_name: str) -> str:

@@ -29,6 +29,11 @@ Writes to --output_dir (default runs/<task>):
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
   cache/                     featurized splits (--cache_dir)
+The outputs (all but run.log and cache/) appear together when the run ends, metrics.json
+last (glue_suite.outputs); a directory holding a finished run needs --overwrite. Paths in
+metrics.json and run.log are portable (bert_tf.portable_paths): data files as
+$BERT_DATA_DIR/..., outputs relative to --output_dir, the rest relative to the working
+directory.
 
 With --export_dir DIR the best model also goes to DIR as a SavedModel that takes raw
 strings (glue_suite.export); `python -m glue_suite.predict --model DIR` runs it on files.
@@ -42,20 +47,19 @@ import argparse
 import dataclasses
 import logging
 import os
-import shlex
 import sys
 import time
 from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bert_tf import distribute, files, provenance
+from bert_tf import distribute, files, portable_paths
 from bert_tf.checkpoints import Checkpoint, check_max_seq_length, read_checkpoint
 from bert_tf.cli import InputError, check_output_dir, run_main
 from bert_tf.heads import FEATURE_MODES
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
-from glue_suite import export, finetune, predictions, readers, timings
+from glue_suite import export, finetune, outputs, predictions, readers, timings
 from glue_suite.data_dir import MissingDataError
 from glue_suite.run_config import RunConfig, resolve_config, with_default_grid
 from glue_suite.tasks import TASKS, TOKEN, get_task
@@ -101,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data_dir", help="benchmark data root (default: $BERT_DATA_DIR, "
                    "else ./data)")
     p.add_argument("--output_dir", help="default: runs/<task>")
+    p.add_argument("--overwrite", action="store_true",
+                   help="reuse an --output_dir that holds a finished run: its outputs move "
+                        "to <output_dir>/previous-<time>/ once the new ones are complete")
     p.add_argument("--cache_dir", help="featurized splits (default: <output_dir>/cache)")
     p.add_argument("--export_dir", help="also write the best model here as a SavedModel "
                    "that takes raw strings (glue_suite/export.py; not for conll2003)")
@@ -302,11 +309,11 @@ class GridResult:
 def evaluate_split(config: RunConfig, model, split: Split, labelled: bool,
                    tokenizer: Optional[BertTokenizer] = None) -> finetune.Evaluation:
     """The model's predictions on one split and, if `labelled`, their metrics."""
-    outputs = finetune.predict(model, split.features, config.train.eval_batch_size,
-                               get_task(config.task).kind, config.train.length_multiple,
-                               config.train.verbose)
-    return finetune.evaluate(get_task(config.task), split.examples, split.features, outputs,
-                             labelled, tokenizer, config.squad)
+    predicted = finetune.predict(model, split.features, config.train.eval_batch_size,
+                                 get_task(config.task).kind, config.train.length_multiple,
+                                 config.train.verbose)
+    return finetune.evaluate(get_task(config.task), split.examples, split.features,
+                             predicted, labelled, tokenizer, config.squad)
 
 
 def _named_metrics(evals: list[Split], evaluations: list) -> dict:
@@ -370,56 +377,23 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
 # Outputs
 # ---------------------------------------------------------------------------------------
 
-def write_outputs(config: RunConfig, splits: Splits, grid: GridResult) -> list[str]:
-    """The best run's dev predictions and test-split leaderboard files; returns the paths."""
+def write_outputs(config: RunConfig, splits: Splits, grid: GridResult,
+                  directory: str) -> list[str]:
+    """The best run's dev predictions and test-split leaderboard files, written under
+    `directory` (the run's stage); returns the paths."""
     spec = get_task(config.task)
     written = []
     for split, evaluation in zip(splits.evals, grid.best_evaluations):
         written += predictions.write_split(spec, split.name, split.examples,
-                                           evaluation.predictions, config.output_dir)
+                                           evaluation.predictions, directory)
     if splits.tests:
-        os.makedirs(os.path.join(config.output_dir, "submission"), exist_ok=True)
+        os.makedirs(os.path.join(directory, "submission"), exist_ok=True)
     for split in splits.tests:
         evaluation = evaluate_split(config, grid.best_model, split, False)
-        path = os.path.join(config.output_dir, "submission", spec.submission_files[split.name])
+        path = os.path.join(directory, "submission", spec.submission_files[split.name])
         predictions.write_tsv(spec.name, split.examples, evaluation.predictions, path)
         written.append(path)
     return written
-
-
-def result_record(config: RunConfig, splits: Splits, checkpoint: Checkpoint,
-                  vocab_sha256: str, grid: GridResult, outputs: list[str],
-                  wall_seconds: float, command: Optional[str]) -> dict:
-    """The content of metrics.json (its keys: the module docstring)."""
-    spec, best = get_task(config.task), grid.best
-    return {
-        "task": spec.name,
-        "metrics": best["metrics"],
-        "main_metric": spec.main_metric,
-        "learning_rate": best["learning_rate"],
-        "seed": best["seed"],
-        "degenerate": best["degenerate"],
-        "train_task": config.train_task,
-        "train_examples": len(splits.train.examples),
-        "train_features": feats.num_rows(splits.train.features),
-        "max_train_examples": config.max_train_examples,
-        "eval_examples": {s.name: len(s.examples) for s in splits.evals},
-        "config": dataclasses.asdict(config),
-        "checkpoint": {"directory": checkpoint.directory, "format": checkpoint.format,
-                       "vocab_file": checkpoint.vocab_file, "vocab_sha256": vocab_sha256,
-                       "lower_case": checkpoint.lower_case,
-                       "parameters": checkpoint.config.num_parameters(),
-                       "config": checkpoint.config.to_dict()},
-        "grid": {**grid.summary, "runs": grid.runs},
-        "data_files": {s.name: s.source for s in splits.all},
-        "bad_rows": {s.name: s.bad_rows for s in splits.all},
-        "featurization": {s.name: s.featurization for s in splits.all},
-        "train_seconds": round(sum(r["train"]["seconds"] for r in grid.runs), 1),
-        "wall_seconds": round(wall_seconds, 1),
-        "hardware": {**provenance.describe(), "git": provenance.git_commit()},
-        "command": command,
-        "outputs": sorted(outputs),
-    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -440,6 +414,7 @@ def run(config: RunConfig, command: Optional[str] = None,
     began = time.perf_counter()
     stages = timings.Stages()
     os.makedirs(config.output_dir, exist_ok=True)
+    previous = outputs.previous_run(config.output_dir, config.overwrite)  # before any work
     with stages("read"):
         splits = read_splits(config)
     with stages("checkpoint"):
@@ -450,34 +425,41 @@ def run(config: RunConfig, command: Optional[str] = None,
         tokenizer, vocab_sha256 = featurize(config, checkpoint, splits)
     with stages("grid"):
         grid = run_grid(config, checkpoint, tokenizer, splits)
-    with stages("write"):
-        outputs = write_outputs(config, splits, grid)
-    if config.export_dir:
-        with stages("export"):
-            export.export_task_model(grid.best_model, config.task, tokenizer,
-                                     config.features, config.export_dir)
-        logger.info("exported the best model (lr %g, seed %d) to %s",
-                    grid.best["learning_rate"], grid.best["seed"], config.export_dir)
-    result = result_record(config, splits, checkpoint, vocab_sha256, grid, outputs,
-                           time.perf_counter() - began, command)
-    result["timings"] = timings.run_breakdown(startup_seconds, stages.seconds, grid.runs)
-    logger.info("timings (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in
-                                             result["timings"].items()))
-    path = os.path.join(config.output_dir, "metrics.json")
-    files.write_json(path, result)
+    with outputs.staged(config.output_dir, previous) as stage:
+        with stages("write"):
+            written = write_outputs(config, splits, grid, stage.path)
+        if config.export_dir:
+            with stages("export"):
+                export.export_task_model(grid.best_model, config.task, tokenizer,
+                                         config.features, config.export_dir)
+            logger.info("exported the best model (lr %g, seed %d) to %s",
+                        grid.best["learning_rate"], grid.best["seed"], config.export_dir)
+        result = outputs.result_record(config, splits, checkpoint, vocab_sha256, grid,
+                                       [stage.final(p) for p in written],
+                                       time.perf_counter() - began, command)
+        result["timings"] = timings.run_breakdown(startup_seconds, stages.seconds, grid.runs)
+        logger.info("timings (s): %s", ", ".join(f"{k} {v:.1f}" for k, v in
+                                                 result["timings"].items()))
+        result = portable_paths.portable_record(result, config.data_dir, config.output_dir)
+        files.write_json(os.path.join(stage.path, outputs.METRICS), result)
+    if stage.aside:
+        logger.info("moved the previous run's outputs to %s", stage.aside)
+    path = os.path.join(config.output_dir, outputs.METRICS)
     logger.info("%s: %s (lr %g, seed %d); wall time %.0f s; wrote %s", config.task,
                 _scores(result["metrics"]), result["learning_rate"], result["seed"],
                 result["wall_seconds"], path)
     return result
 
 
-def _log_handlers(output_dir: str) -> list[logging.Handler]:
-    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers = [logging.StreamHandler(sys.stderr),
-                logging.FileHandler(os.path.join(output_dir, "run.log"), encoding="utf-8")]
-    for handler in handlers:
-        handler.setFormatter(formatter)
-    return handlers
+def _log_handlers(config: RunConfig) -> list[logging.Handler]:
+    """stderr, and run.log with portable paths (results/ holds run.logs)."""
+    line = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setFormatter(logging.Formatter(line))
+    log_file = logging.FileHandler(os.path.join(config.output_dir, "run.log"), encoding="utf-8")
+    log_file.setFormatter(portable_paths.PortableFormatter(line, config.data_dir,
+                                                           config.output_dir))
+    return [terminal, log_file]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -495,12 +477,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             check_output_dir(path, flag)
     os.makedirs(config.output_dir, exist_ok=True)
     root = logging.getLogger()
-    handlers = _log_handlers(config.output_dir)
+    handlers = _log_handlers(config)
     level = root.level
     root.setLevel(logging.INFO)
     for handler in handlers:
         root.addHandler(handler)
-    command = "python -m glue_suite.run " + shlex.join(argv)
+    command = portable_paths.command_line("glue_suite.run", argv, config.data_dir)
     logger.info("%s", command)
     try:  # missing or malformed input: run_main prints one line (not in run.log)
         run(config, command, startup)

@@ -28,6 +28,8 @@ class RunConfig:
         data_dir, source, tfds_data_dir: where the splits are read (files or tfds;
             `data_dir.resolve_source` picks tfds when there is no data directory).
         output_dir: metrics.json, predictions, run.log.
+        overwrite: reuse an output_dir holding a finished run, whose outputs move to
+            previous-<time>/ there (`glue_suite.outputs`); else such a directory is refused.
         export_dir: where the best model goes as a SavedModel taking raw strings
             (`glue_suite.export`); None: not exported.
         cache_dir: featurized splits (None: no cache).
@@ -51,6 +53,7 @@ class RunConfig:
     source: str
     tfds_data_dir: Optional[str]
     output_dir: str
+    overwrite: bool
     export_dir: Optional[str]
     cache_dir: Optional[str]
     init_checkpoint: Optional[str]
@@ -145,7 +148,7 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
         task=spec.name, train_task=train_spec.name, data_dir=data_dir,
         source=source, tfds_data_dir=args.tfds_data_dir, output_dir=output_dir,
-        export_dir=args.export_dir,
+        overwrite=args.overwrite, export_dir=args.export_dir,
         cache_dir=args.cache_dir or os.path.join(output_dir, "cache"),
         init_checkpoint=args.init_checkpoint, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, skip_bad_rows=args.skip_bad_rows,

@@ -22,6 +22,14 @@ are unchanged. A killed run is rerun: the pretraining CLI resumes from its last
 checkpoint, the others restart. A run whose command changed (the plan was edited), or
 whose inputs were redone, starts over in a clean directory (the old one is set aside). Runs whose
 data is missing are recorded as n/a with the reason, and are retried on the next invocation.
+With no data directory at all (no --data_dir, none at $BERT_DATA_DIR or ./data), fine-tuning
+runs of GLUE, SQuAD and CoNLL-2003 read tensorflow-datasets instead (--source tfds, as
+glue_suite.run would); a --data_dir that does not exist is an error.
+
+Records written to the committed results/ (the default --output_dir) must name code that a
+commit holds: on a tree with uncommitted changes (outside results/) the harness refuses to
+start unless --allow_dirty. Elsewhere (a rehearsal's runs/rehearsal/results, a test's
+directory) it starts; every record names the changed files and the diff's sha256.
 
 The pieces: reproduce.experiments builds the plan (reproduce.plan, .commands, .cost_model),
 reproduce.report prints it, reproduce.runner runs it, reproduce.records keeps the records,
@@ -34,7 +42,10 @@ import os
 import signal
 import sys
 import time
+from typing import Optional
 
+from bert_tf import provenance
+from glue_suite.data_dir import ENV_VAR, no_data_directory, resolve_data_dir
 from reproduce import rehearsal
 from reproduce.commands import STRATEGIES
 from reproduce.experiments import TABLES, build_plan
@@ -42,6 +53,8 @@ from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
+
+COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tpu", help="with --strategy tpu: TPU name or grpc://host:port")
     p.add_argument("--scale", choices=tuple(SCALES), required=True)
     p.add_argument("--only", help=f"comma-separated tables: {','.join(TABLES)}")
-    p.add_argument("--data_dir", help="benchmark data root (default: $BERT_DATA_DIR, else ./data)")
+    p.add_argument("--data_dir", help="benchmark data root (default: $BERT_DATA_DIR, else "
+                                      "./data; where neither exists, fine-tuning reads "
+                                      "GLUE, SQuAD and CoNLL-2003 from tensorflow-datasets)")
     p.add_argument("--runs", help="comma-separated run-id globs (and the runs they need), "
                                   "e.g. 'paper.finetune.large-nsp.mrpc,*.squad2.0-main'")
     p.add_argument("--output_dir", help="records and tables (default: results; "
@@ -65,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep_work_dir", action="store_true",
                    help="with --rehearse: keep the work dir (deleted when all runs finish)")
     p.add_argument("--dry_run", action="store_true", help="print the plan and stop")
+    p.add_argument("--allow_dirty", action="store_true",
+                   help="write records into this repository's results/ from a tree with "
+                        "uncommitted changes (the records name the files and the diff's "
+                        "sha256); refused otherwise")
     p.add_argument("--quiet", action="store_true", help="do not echo the CLIs' output")
     p.add_argument("--jobs", type=int, default=None,
                    help="runs at once, pretraining always alone (default 1; with "
@@ -72,9 +91,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def dirty_tree_error(output_dir: str, allow_dirty: bool) -> str:
+    """The error line that stops a run whose records would go into the committed results/
+    from code no commit holds; "" where it may start."""
+    inside = os.path.realpath(output_dir) + os.sep
+    if allow_dirty or not inside.startswith(os.path.realpath(COMMITTED_RESULTS) + os.sep):
+        return ""
+    changes = provenance.uncommitted(provenance.git_commit())
+    if not changes:
+        return ""
+    return (f"error: {changes}: records in {output_dir} must name committed code; commit "
+            f"first, or pass --allow_dirty (the records then name these files and the diff)")
+
+
+def missing_data_dir_error(data_dir_flag: Optional[str]) -> str:
+    """The error line for a --data_dir that does not exist (it would plan every run as
+    n/a and exit 0 having run nothing); "" otherwise. Only a directory nobody named
+    falls back to tensorflow-datasets (`glue_suite.data_dir.no_data_directory`)."""
+    if not data_dir_flag or os.path.isdir(data_dir_flag):
+        return ""
+    return (f"error: --data_dir {data_dir_flag} does not exist; give the benchmark data "
+            f"root, or no --data_dir to use ${ENV_VAR}, else ./data, else "
+            f"tensorflow-datasets for the fine-tuning tasks it has")
+
+
+def tfds_fallback_note(data_dir: str) -> str:
+    """What a plan without a data directory runs, printed before it."""
+    return (f"note: no data directory at {data_dir} (--data_dir, ${ENV_VAR}, else ./data): "
+            f"fine-tuning on GLUE, SQuAD and CoNLL-2003 reads them from tensorflow-datasets "
+            f"(--source tfds; downloaded on first use, network needed); runs that need the "
+            f"pretraining corpus, and SWAG, are n/a")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    data_dir = args.data_dir or os.environ.get("BERT_DATA_DIR") or "data"
+    data_dir = resolve_data_dir(args.data_dir)
     tables = TABLES
     if args.only:
         tables = tuple(t.strip() for t in args.only.split(",") if t.strip())
@@ -83,17 +134,24 @@ def main(argv=None) -> int:
             print(f"error: unknown tables {unknown}; expected some of {', '.join(TABLES)}",
                   file=sys.stderr)
             return 2
-    if not os.path.isdir(data_dir):
-        print(f"warning: data directory {data_dir} does not exist; every run needing data "
-              f"is n/a (set --data_dir or $BERT_DATA_DIR)", file=sys.stderr)
     output_dir = args.output_dir or (rehearsal.OUTPUT_DIR if args.rehearse else "results")
     work_dir = args.work_dir or (rehearsal.WORK_DIR if args.rehearse else "runs")
-    plan = build_plan(args.scale, args.strategy, data_dir, work_dir, tables, args.tpu)
+    # A dry run writes no record, so only a real run must name committed code.
+    error = (("" if args.dry_run else dirty_tree_error(output_dir, args.allow_dirty))
+             or missing_data_dir_error(args.data_dir))
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    tfds_fallback = no_data_directory(args.data_dir)
+    if tfds_fallback:
+        print(tfds_fallback_note(data_dir), file=sys.stderr)
+    plan = build_plan(args.scale, args.strategy, data_dir, work_dir, tables, args.tpu,
+                      tfds_fallback)
     if args.runs:
         plan = plan.select_runs([p.strip() for p in args.runs.split(",") if p.strip()])
     if args.rehearse:
         plan = rehearsal.rehearse_plan(plan)
-    statuses = {k: run_status(r, load_record(output_dir, k), output_dir)
+    statuses = {k: run_status(r, load_record(output_dir, k), output_dir, plan.data_dir)
                 for k, r in plan.runs.items()}
     print_plan(plan, statuses)
     if args.dry_run:

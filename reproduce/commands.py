@@ -134,6 +134,10 @@ class FinetuneCommand:
     train_task: Optional[str] = None
     init_checkpoint: Optional[str] = None  # None: the default shipped checkpoint
     data_dir: str
+    # "tfds" where there is no data directory (`reproduce.plan.Planner`); None: the CLI's
+    # default, the files under data_dir. Said on the command line: the CLI's own fallback
+    # never applies to a given --data_dir, and the command shows where the data came from.
+    source: Optional[str] = None
     output_dir: str
     cache_dir: str
     distribution: Distribution
@@ -148,6 +152,9 @@ class FinetuneCommand:
     head: Optional[str] = None
     feature_mode: Optional[str] = None
     no_test_predictions: bool = False  # a rehearsal's (reproduce.rehearsal)
+    # Never planned (the planned argv decides whether a run is done): the runner sets it
+    # for a rerun into a directory that holds a finished run (`runner.executed_argv`).
+    overwrite: bool = False
 
     def argv(self) -> tuple:
         return to_argv(self)

@@ -15,7 +15,6 @@ from typing import Optional
 
 from reproduce import models
 from reproduce import paper_numbers as paper
-from reproduce.availability import find_train
 from reproduce.commands import STRATEGIES
 from reproduce.plan import PAPER_RATES, Cell, FinetuneJob, Plan, Planner
 from reproduce.scales import SCALES
@@ -81,8 +80,7 @@ def table3(planner: Planner) -> None:
     """SQuAD v2.0. The paper picks the no-answer threshold on dev: the official
     script's best_*."""
     train_task = None
-    if planner.scale.squad2_from_squad1 and \
-            find_train(planner.data_dir, "squad2.0")[0] is None:
+    if planner.scale.squad2_from_squad1 and not planner.has_train("squad2.0"):
         train_task = "squad1.1"
     _main(planner, "squad2.0", {
         base: (Cell("table3", f"{base} (single)", "Dev EM", "best_exact"),
@@ -183,7 +181,8 @@ TABLES = tuple(EXPERIMENTS)
 
 
 def build_plan(scale: str, strategy: str = "cpu", data_dir: str = "data",
-               work_dir: str = "runs", tables=TABLES, tpu: Optional[str] = None) -> Plan:
+               work_dir: str = "runs", tables=TABLES, tpu: Optional[str] = None,
+               tfds_fallback: bool = False) -> Plan:
     """The plan of a scale.
 
     Args:
@@ -193,6 +192,8 @@ def build_plan(scale: str, strategy: str = "cpu", data_dir: str = "data",
         work_dir: where the CLIs write their outputs (shards, checkpoints, metrics).
         tables: restrict to these tables (and what they need).
         tpu: --tpu address for --strategy tpu.
+        tfds_fallback: there is no data directory: fine-tuning tasks that
+            tensorflow-datasets has read it (`reproduce.plan.Planner`).
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {', '.join(SCALES)}")
@@ -206,9 +207,10 @@ def build_plan(scale: str, strategy: str = "cpu", data_dir: str = "data",
     # ../data vs /abs/data) has the same commands, so its finished runs stay finished.
     if "://" not in work_dir:
         work_dir = os.path.abspath(work_dir)
-    planner = Planner(SCALES[scale], strategy, os.path.abspath(data_dir), work_dir, tpu)
+    planner = Planner(SCALES[scale], strategy, os.path.abspath(data_dir), work_dir, tpu,
+                      tfds_fallback)
     # Always every table, so that a run's command does not depend on which tables were
     # asked for (a finished run stays finished under --only).
     for experiment in EXPERIMENTS.values():
         experiment(planner)
-    return Plan(scale, strategy, planner.runs).select(tables)
+    return Plan(scale, strategy, planner.runs, planner.data_dir).select(tables)

@@ -97,6 +97,7 @@ class Plan:
     scale: str
     strategy: str
     runs: dict  # run_id -> Run, dependencies first
+    data_dir: Optional[str] = None  # the benchmark data root: $BERT_DATA_DIR in records
 
     def select(self, tables) -> "Plan":
         """The runs that fill cells of `tables`, and everything they need."""
@@ -117,8 +118,7 @@ class Plan:
             if run_id not in keep:
                 keep.add(run_id)
                 stack.extend(self.runs[run_id].needs)
-        return Plan(self.scale, self.strategy,
-                    {k: r for k, r in self.runs.items() if k in keep})
+        return dataclasses.replace(self, runs={k: r for k, r in self.runs.items() if k in keep})
 
     def total_estimate(self) -> Optional[float]:
         estimates = [r.estimate_s for r in self.runs.values() if not r.unavailable]
@@ -178,12 +178,16 @@ class Planner:
         data_dir: the benchmark data root (absolute).
         work_dir: where the CLIs write their outputs (absolute, or a gs:// URL).
         tpu: --tpu address for --strategy tpu.
+        tfds_fallback: there is no data directory (`glue_suite.data_dir.no_data_directory`):
+            fine-tuning runs of the tasks tensorflow-datasets has read them from it
+            (`_source`); the pretraining corpus has no such fallback.
     """
 
     def __init__(self, scale: Scale, strategy: str, data_dir: str, work_dir: str,
-                 tpu: Optional[str] = None):
+                 tpu: Optional[str] = None, tfds_fallback: bool = False):
         self.scale, self.strategy, self.tpu = scale, strategy, tpu
         self.data_dir, self.work_dir = data_dir, work_dir
+        self.tfds_fallback = tfds_fallback
         self.runs: dict = {}  # run_id -> Run, dependencies first
 
     def _path(self, *parts) -> str:
@@ -232,7 +236,9 @@ class Planner:
         size = corpus_bytes(self.data_dir, corpus)
         unavailable = None
         if size is None:
-            unavailable = "no pretraining corpus"
+            unavailable = "no pretraining corpus" + (
+                " (no data directory; tfds has fine-tuning data only)"
+                if self.tfds_fallback else "")
         elif not os.path.isfile(command.vocab_file):
             unavailable = f"no {vocab} vocabulary"
         return self.add(Run(
@@ -308,25 +314,55 @@ class Planner:
         if job.head or job.feature_mode:
             units = (models.shape(model["size"])[1] if s.bilstm_units == "size"
                      else BILSTM_UNITS_DEFAULT)
+        source = self._source(task, job.train_task)
         # --bilstm_units only where the scale sets it: the CLI's default stays implicit.
         command = self._finetune_command(job, out_dir,
-                                         units if s.bilstm_units == "size" else None)
+                                         units if s.bilstm_units == "size" else None, source)
+        info = {"task": task, "train_task": job.train_task or task, "variant": variant,
+                "head": job.head, "feature_mode": job.feature_mode, "bilstm_units": units,
+                "pretrain_step": job.export_step, "model": model,
+                "settings": dataclasses.asdict(job.settings),
+                "data_notes": self._data_notes(job, source)}
+        estimate = cost_model.finetune_seconds(command, model["size"],
+                                               self._task_sizes(task, source), units)
+        return self.add(Run(
+            run_id, "finetune", command.MODULE,
+            command.argv(), out_dir, needs=() if job.model is None else (job.model,),
+            cells=tuple(job.cells), info=info, estimate_s=estimate,
+            unavailable=self._missing_data(job, source), config=command))
+
+    def _source(self, task: str, train_task: Optional[str] = None) -> Optional[str]:
+        """glue_suite.run's --source for a task: "tfds" where there is no data directory
+        and tensorflow-datasets has the task and its train task (the CLI's own rule,
+        `glue_suite.data_dir.resolve_source`); None (the files) otherwise."""
+        names = (get_task(task).tfds_name, get_task(train_task or task).tfds_name)
+        return "tfds" if self.tfds_fallback and all(names) else None
+
+    def has_train(self, task: str) -> bool:
+        """Whether the task's train split can be read: from tfds or from a file."""
+        return self._source(task) == "tfds" or find_train(self.data_dir, task)[0] is not None
+
+    def _data_notes(self, job: FinetuneJob, source: Optional[str]) -> list:
+        """What tables print beside the run's numbers about its data."""
+        task = job.task
+        if source == "tfds":
+            names = dict.fromkeys(get_task(t).tfds_name for t in (job.train_task or task, task))
+            return [f"from tensorflow-datasets ({', '.join(names)}): no data directory"]
         note = find_train(self.data_dir, job.train_task or task)[1]
         notes = [note] if note else []
         if job.train_task:
             notes.append(f"trained on {get_task(job.train_task).display_name} "
                          f"(no {get_task(task).display_name} train data)")
-        info = {"task": task, "train_task": job.train_task or task, "variant": variant,
-                "head": job.head, "feature_mode": job.feature_mode, "bilstm_units": units,
-                "pretrain_step": job.export_step, "model": model,
-                "settings": dataclasses.asdict(job.settings), "data_notes": notes}
-        estimate = cost_model.finetune_seconds(command, model["size"],
-                                               self._task_sizes(task), units)
-        return self.add(Run(
-            run_id, "finetune", command.MODULE,
-            command.argv(), out_dir, needs=() if job.model is None else (job.model,),
-            cells=tuple(job.cells), info=info, estimate_s=estimate,
-            unavailable=missing_data(self.data_dir, task, job.train_task), config=command))
+        return notes
+
+    def _missing_data(self, job: FinetuneJob, source: Optional[str]) -> Optional[str]:
+        """Why the run cannot read its data, or None."""
+        if source == "tfds":
+            return None  # tfds downloads it on first use; offline, the run says how else
+        reason = missing_data(self.data_dir, job.task, job.train_task)
+        if reason and self.tfds_fallback:
+            reason += " (no data directory; not in tfds)"
+        return reason
 
     def _variant(self, job: FinetuneJob) -> str:
         """The job's variant, "main"-prefixed where a main run on a pretrained model uses
@@ -344,8 +380,8 @@ class Planner:
             tag += f"@{job.export_step}"
         return f"{tag}.{job.task}" + (f"-{variant}" if variant else "")
 
-    def _finetune_command(self, job: FinetuneJob, out_dir: str,
-                          bilstm_units: Optional[int]) -> FinetuneCommand:
+    def _finetune_command(self, job: FinetuneJob, out_dir: str, bilstm_units: Optional[int],
+                          source: Optional[str]) -> FinetuneCommand:
         checkpoint = None
         if job.model is not None:
             export = "export" if job.export_step is None else f"export_{job.export_step}"
@@ -353,16 +389,19 @@ class Planner:
         ft = job.settings
         return FinetuneCommand(
             task=job.task, train_task=job.train_task, init_checkpoint=checkpoint,
-            data_dir=self.data_dir, output_dir=out_dir, cache_dir=self._path("glue_cache"),
+            data_dir=self.data_dir, source=source, output_dir=out_dir,
+            cache_dir=self._path("glue_cache"),
             distribution=distribution(self.strategy, self.tpu, FinetuneCommand.MODULE),
             seeds=ft.seeds, epochs=ft.epochs, batch_size=ft.batch_size,
             max_train_examples=ft.max_train_examples, max_eval_examples=ft.max_eval_examples,
             learning_rates=ft.learning_rates, bilstm_units=bilstm_units, head=job.head,
             feature_mode=job.feature_mode)
 
-    def _task_sizes(self, task: str) -> TaskSizes:
+    def _task_sizes(self, task: str, source: Optional[str]) -> TaskSizes:
         """The task's example counts in the data at hand, for the estimate."""
         sizes = get_task(task).sizes
+        if source == "tfds":
+            return sizes  # the full official sets
         if task == "mnli" and find_train(self.data_dir, "mnli")[1]:
             sizes = sizes._replace(train=20_000)  # the 20k-pair subset stands in
         if task == "mnli" and not find_data(self.data_dir, "mnli", "test_matched")[0]:

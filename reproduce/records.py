@@ -4,6 +4,11 @@ The runner (`reproduce.runner`) writes a run's record when it starts ("running")
 when it ends: its command, git commit, hardware, wall time, status, metrics and output
 files. The harness compares a record with the plan to decide whether the run is done
 (`run_status`); `reproduce.tables` builds every table from the records alone.
+
+Records are committed: every path in them is portable (`bert_tf.portable_paths`: data
+files under $BERT_DATA_DIR, the rest relative to the working directory), and the plan is
+compared with a record in that same form, so a run finished on one machine is finished
+on another.
 """
 
 import datetime
@@ -13,7 +18,7 @@ import os
 import sys
 from typing import Optional
 
-from bert_tf import files
+from bert_tf import files, portable_paths
 from reproduce.plan import Plan, Run
 
 
@@ -41,11 +46,12 @@ def load_records(output_dir: str) -> list:
     return records
 
 
-def write_record(output_dir: str, record: dict) -> None:
-    """Writes record.json all at once: a killed harness leaves the old record or the new."""
+def write_record(output_dir: str, record: dict, data_dir: Optional[str] = None) -> None:
+    """Writes record.json all at once (a killed harness leaves the old record or the
+    new), its paths portable; `data_dir` is the plan's."""
     path = record_path(output_dir, record["run_id"])
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    files.write_json(path, record)
+    files.write_json(path, portable_paths.portable_record(record, data_dir))
 
 
 def base_record(run: Run, plan: Plan) -> dict:
@@ -63,10 +69,12 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def run_status(run: Run, record: Optional[dict], output_dir: str) -> str:
+def run_status(run: Run, record: Optional[dict], output_dir: str,
+               data_dir: Optional[str]) -> str:
     """finished | n/a | todo | rerun (killed or failed) | changed (its command was edited,
-    or a run it reads from has been redone since)."""
-    if record and record.get("status") == "finished" and _same_command(run, record):
+    or a run it reads from has been redone since). `data_dir`: the plan's."""
+    same_command = record is not None and _same_command(run, record, data_dir)
+    if record and record.get("status") == "finished" and same_command:
         if _inputs_unchanged(record, output_dir):
             return "finished"
         return "changed"
@@ -74,11 +82,13 @@ def run_status(run: Run, record: Optional[dict], output_dir: str) -> str:
         return "n/a"
     if record is None or record.get("status") in ("unavailable", "blocked"):
         return "todo"
-    return "rerun" if _same_command(run, record) else "changed"
+    return "rerun" if same_command else "changed"
 
 
-def _same_command(run: Run, record: dict) -> bool:
-    return record.get("argv") == list(run.args) and record.get("module") == run.module
+def _same_command(run: Run, record: dict, data_dir: Optional[str]) -> bool:
+    """Whether the record ran the run's command, compared as the record holds it."""
+    argv = portable_paths.portable_record(list(run.args), data_dir)
+    return record.get("argv") == argv and record.get("module") == run.module
 
 
 def _inputs_unchanged(record: dict, output_dir: str) -> bool:

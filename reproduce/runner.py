@@ -4,9 +4,12 @@ For each run of a `reproduce.plan.Plan` the runner decides from its record
 (`reproduce.records.run_status`) whether to skip it, record it as n/a or blocked, or run
 `python -m <module> <argv>`; it streams the output to the record's log.txt, copies the
 run's small outputs beside the record (results/ stands alone) and writes the record.
+The log and the record are committed, so the paths in both are portable
+(`bert_tf.portable_paths`); the terminal sees the output as it is.
 """
 
 import concurrent.futures
+import dataclasses
 import glob
 import json
 import os
@@ -17,7 +20,7 @@ import sys
 import time
 from typing import Optional
 
-from bert_tf import files, provenance
+from bert_tf import files, portable_paths, provenance
 from reproduce.plan import Plan, Run
 from reproduce.records import (base_record, load_record, now, record_path, run_status,
                                write_record)
@@ -61,6 +64,11 @@ class _Files:
         return sorted(gfile.glob(pattern) if gfile else glob.glob(pattern))
 
     @classmethod
+    def exists(cls, path: str) -> bool:
+        gfile = cls._gfile(path)
+        return gfile.exists(path) if gfile else os.path.exists(path)
+
+    @classmethod
     def isdir(cls, path: str) -> bool:
         gfile = cls._gfile(path)
         return gfile.isdir(path) if gfile else os.path.isdir(path)
@@ -95,7 +103,7 @@ def _child_env(data_dir: Optional[str]) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if data_dir:
-        env["BERT_DATA_DIR"] = data_dir
+        env[portable_paths.DATA_DIR_VAR] = data_dir
     return env
 
 
@@ -117,27 +125,56 @@ def stop_child(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _stream(command: list, log_path: str, env: dict, echo: bool) -> int:
-    """Runs `command`, appending its output to log_path (and echoing it); returns its
-    exit status."""
+class _PortableLog:
+    """A log file written with portable paths, a line at a time: a path that two reads
+    split is still rewritten whole. (A progress bar's "\r" ends a line too, so a bar
+    reaches the file as it redraws.)"""
+
+    def __init__(self, log, data_dir: Optional[str]):
+        self.log, self.data_dir, self.pending = log, data_dir, b""
+
+    def write(self, chunk: bytes) -> None:
+        text = self.pending + chunk
+        end = max(text.rfind(b"\n"), text.rfind(b"\r")) + 1
+        self.pending = text[end:]
+        self._write(text[:end])
+
+    def close(self) -> None:
+        self._write(self.pending)
+        self.pending = b""
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            text = data.decode("utf-8", "surrogateescape")
+            self.log.write(portable_paths.portable_text(text, self.data_dir)
+                           .encode("utf-8", "surrogateescape"))
+            self.log.flush()
+
+
+def _stream(module: str, argv: list, log_path: str, env: dict, echo: bool,
+            data_dir: Optional[str]) -> int:
+    """Runs `python -m module argv`, appending its output to log_path (and echoing it);
+    returns its exit status. `data_dir`: the plan's, for the log's paths."""
     with open(log_path, "ab") as log:
-        log.write(f"\n=== {now()} {' '.join(command)}\n".encode())
+        header = portable_paths.command_line(module, argv, data_dir)
+        log.write(f"\n=== {now()} {header}\n".encode())
         log.flush()
-        process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, env=env)
+        portable_log = _PortableLog(log, data_dir)
+        process = subprocess.Popen([sys.executable, "-m", module, *argv],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         _Children.processes.add(process)
         try:
             while True:
                 chunk = os.read(process.stdout.fileno(), 65536)
                 if not chunk:
                     break
-                log.write(chunk)
-                log.flush()
+                portable_log.write(chunk)
                 if echo:
                     sys.stdout.buffer.write(chunk)
                     sys.stdout.flush()
             return process.wait()
         finally:
+            portable_log.close()
             _Children.processes.discard(process)
 
 
@@ -200,21 +237,36 @@ def _collect(run: Run, files_dir: str) -> tuple:
 
 
 # ------------------------------------------------------------------------ running
+def executed_argv(run: Run) -> tuple:
+    """The flags a run executes with: the plan's, plus --overwrite for a fine-tuning run
+    whose directory already holds a finished run (the harness stopped between the CLI's
+    end and the record, or the record was removed): glue_suite.run refuses such a
+    directory otherwise. Its outputs move to previous-<time>/ there. The record keeps the
+    planned argv, which decides whether the run is done."""
+    finished = _Files.exists(os.path.join(run.out_dir, RESULT_FILE[run.stage]))
+    if run.stage == "finetune" and run.config is not None and finished:
+        return dataclasses.replace(run.config, overwrite=True).argv()
+    return run.args
+
+
 def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = True) -> dict:
     """Runs one CLI and writes its record (status "running" first, then the outcome)."""
     record = base_record(run, plan)
     record_dir = os.path.dirname(record_path(output_dir, run.run_id))
     os.makedirs(record_dir, exist_ok=True)
     started = time.time()
+    argv = executed_argv(run)
+    if argv != run.args:
+        record["executed_argv"] = list(argv)
     record.update(status="running", started=now(), git=provenance.git_commit(),
                   hardware=provenance.describe(), log="log.txt",
                   needs_ended={n: (load_record(output_dir, n) or {}).get("ended")
                                for n in run.needs})
-    write_record(output_dir, record)
+    write_record(output_dir, record, plan.data_dir)
     _Files.makedirs(run.out_dir)
     log_path = os.path.join(record_dir, "log.txt")
-    returncode = _stream([sys.executable, "-m", run.module, *run.args], log_path,
-                         _child_env(data_dir), echo)
+    returncode = _stream(run.module, argv, log_path, _child_env(data_dir), echo,
+                         plan.data_dir)
     record.update(returncode=returncode, ended=now(),
                   wall_seconds=round(time.time() - started, 1))
     tail = _tail(log_path)
@@ -228,7 +280,7 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
             record["outputs"]["files"] = copied
         except (OSError, KeyError, ValueError) as e:
             record.update(status="failed", reason=f"outputs missing: {e}", log_tail=tail)
-    write_record(output_dir, record)
+    write_record(output_dir, record, plan.data_dir)
     return record
 
 
@@ -237,7 +289,8 @@ def _relabel(run: Run, plan: Plan, record: dict, output_dir: str) -> None:
     run, new labels."""
     base = json.loads(files.json_text(base_record(run, plan)))  # as the record holds it
     if any(record.get(k) != base[k] for k in ("cells", "tables", "info")):
-        write_record(output_dir, {**record, **{k: base[k] for k in ("cells", "tables", "info")}})
+        write_record(output_dir, {**record, **{k: base[k] for k in ("cells", "tables", "info")}},
+                     plan.data_dir)
 
 
 def _record_unavailable(run: Run, plan: Plan, record: Optional[dict], output_dir: str) -> None:
@@ -245,7 +298,7 @@ def _record_unavailable(run: Run, plan: Plan, record: Optional[dict], output_dir
     known = (record or {}).get("status"), (record or {}).get("reason")
     if known != ("unavailable", run.unavailable):
         write_record(output_dir, {**base_record(run, plan), "status": "unavailable",
-                                  "reason": run.unavailable, "ended": now()})
+                                  "reason": run.unavailable, "ended": now()}, plan.data_dir)
 
 
 def _start(run: Run, plan: Plan, status: str, output_dir: str, data_dir: str,
@@ -273,7 +326,7 @@ def _settle(run: Run, plan: Plan, final: dict, output_dir: str) -> tuple:
     """(final status, None) for a run that needs no process (finished, n/a, blocked by a
     run it needs); (None, its run_status) for one that must run."""
     record = load_record(output_dir, run.run_id)
-    status = run_status(run, record, output_dir)
+    status = run_status(run, record, output_dir, plan.data_dir)
     blocked = [n for n in run.needs if final.get(n) != "finished"]
     if status == "finished":
         _relabel(run, plan, record, output_dir)
@@ -284,7 +337,7 @@ def _settle(run: Run, plan: Plan, final: dict, output_dir: str) -> tuple:
     if blocked:
         reason = f"needs {blocked[0]} ({final.get(blocked[0], 'not run')})"
         write_record(output_dir, {**base_record(run, plan), "status": "blocked",
-                                  "reason": reason, "ended": now()})
+                                  "reason": reason, "ended": now()}, plan.data_dir)
         print(f"--- {run.run_id}: blocked, {reason}", flush=True)
         return "blocked", None
     return None, status

@@ -28,6 +28,7 @@ import pytest
 from bert_tf import checkpoints
 from bert_tf import create_pretraining_data as cpd
 from bert_tf.config import BertConfig
+from bert_tf.portable_paths import portable_path
 from bert_tf.pretraining_dataset import instance_to_example
 from bert_tf.pretraining_instances import DataConfig, Instance
 
@@ -155,16 +156,17 @@ def pretrain_shard_missing(w, tmp, mp):
 
 
 def pretrain_other_vocabulary(w, tmp, mp):
+    # (the records' vocabulary as their metadata.json names it: bert_tf.portable_paths)
     return ("bert_tf.pretrain", _pretrain(w, f"{w.records}/part-*", vocab=w.cased),
             f"{w.records}/metadata.json: records hold max_seq_length {T}, "
-            f"max_predictions_per_seq {P}, vocab {w.vocab} (sha256 ")
+            f"max_predictions_per_seq {P}, vocab {portable_path(str(w.vocab))} (sha256 ")
 
 
 def pretrain_other_predictions(w, tmp, mp):
     argv = _pretrain(w, f"{w.records}/part-*")
     argv[argv.index("--max_predictions_per_seq") + 1] = "30"
     return ("bert_tf.pretrain", argv, f"{w.records}/metadata.json: records hold max_seq_length "
-            f"{T}, max_predictions_per_seq {P}, vocab {w.vocab}")
+            f"{T}, max_predictions_per_seq {P}, vocab {portable_path(str(w.vocab))}")
 
 
 def pretrain_phase2_records(w, tmp, mp):
@@ -282,6 +284,14 @@ def run_output_dir_read_only(w, tmp, mp):
             f"{out}: directory is not writable")
 
 
+def run_output_dir_holds_a_finished_run(w, tmp, mp):
+    out = tmp / "finished"
+    out.mkdir()
+    (out / "metrics.json").write_text('{"task": "rte", "outputs": []}\n')
+    return ("glue_suite.run", _run(w, output_dir=out),
+            f"{out}/metrics.json: holds a finished run (rte); pass --overwrite")
+
+
 def _squad(w, predictions, *extra):
     return ["--task", "squad2.0", "--data_file", w.squad, "--predictions", str(predictions),
             *extra]
@@ -386,6 +396,7 @@ CASES = [cpd_output_dir_is_a_file, cpd_output_dir_read_only,
          run_tsv_not_utf8, run_tsv_header_not_utf8_skip_bad_rows, run_header_only_train_file,
          run_truncated_weights, run_truncated_hf_weights, run_truncated_config,
          run_max_seq_length_over_positions, run_output_dir_is_a_file, run_output_dir_read_only,
+         run_output_dir_holds_a_finished_run,
          evaluate_answer_is_a_number, evaluate_na_probs_are_strings,
          evaluate_predictions_are_a_list, evaluate_truncated_predictions, evaluate_tsv_not_utf8,
          extract_features_truncated_config, extract_features_output_under_a_file,

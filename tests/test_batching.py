@@ -8,13 +8,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import heads
-from bert_tf.checkpoints import read_checkpoint, save_checkpoint
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
 from glue_suite import batching, finetune
 from glue_suite.run import build_parser
 from glue_suite.run_config import resolve_config
 from glue_suite.tasks import TASKS
+from tests.test_finetune import tiny_checkpoint
 
 T = 40
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
@@ -22,15 +20,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("ckpt")
-    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=64)
-    encoder = BertEncoder(config)
-    encoder.build()
-    save_checkpoint(str(directory), {"encoder": encoder}, str(directory / "vocab.txt"), True)
-    return read_checkpoint(str(directory))
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt"), VOCAB, max_position_embeddings=64)
 
 
 def padded_rows(num_rows, shape=(T,), seed=0, min_length=3):

@@ -21,17 +21,21 @@ T = 12
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)] + ["##s"]
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("ckpt")
-    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=32, hidden_dropout_prob=0.3)
-    encoder = BertEncoder(config)
+def tiny_checkpoint(directory, vocab, **config):
+    """A freshly initialised 2-layer H=16 encoder saved in our format, read back."""
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    encoder = BertEncoder(BertConfig(**{
+        "vocab_size": len(vocab), "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 32, **config}))
     encoder.build()
     save_checkpoint(str(directory), {"encoder": encoder}, str(directory / "vocab.txt"), True)
     return read_checkpoint(str(directory))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt"), VOCAB, max_position_embeddings=32,
+                           hidden_dropout_prob=0.3)
 
 
 def random_inputs(shape, seed=0):

@@ -11,7 +11,8 @@ from tests.test_run import make_data, write_vocab
 
 def _record(rounds):
     return {"command": "python -m glue_suite.benchmark --rounds 2", "date": "2026-01-01T00:00:00",
-            "git": {"commit": "abc123", "dirty": True},
+            "git": {"commit": "abc123", "dirty": True, "changed_files": ["glue_suite/run.py"],
+                    "diff_sha256": "0123456789abcdef"},
             "machine": {"cpu": "Some CPU", "cpu_cores": 2, "memory_gib": 8.0, "gpus": [],
                         "packages": {"tensorflow": "2.20.0"}},
             "recipes": ["glue_suite", "hf_torch"], "rounds": rounds,
@@ -47,8 +48,9 @@ def test_summary_and_report():
     assert (ratio["min"], ratio["max"]) == (pytest.approx(1.8), pytest.approx(2.0))
     assert summary["glue_suite_timings_median"] == timings
     text = benchmark.report(record)
-    for expected in ("command: python -m glue_suite.benchmark", "git: abc123 (uncommitted",
-                     "machine: Some CPU x2 cores", "median", "time hf_torch/glue_suite: 1.89x",
+    for expected in ("command: python -m glue_suite.benchmark",
+                     "commit:  abc123 + uncommitted changes to glue_suite/run.py (diff sha256 "
+                     "0123456789ab)", "date:    2026-01-01T00:00:00", "machine: Some CPU x2 cores", "median", "time hf_torch/glue_suite: 1.89x",
                      "range 1.80-2.00", "dev glue_suite: accuracy 80.00",
                      "dev hf_torch: accuracy 79.50", "glue_suite timings (median s): startup 5.0"):
         assert expected in text, expected
@@ -86,3 +88,4 @@ def test_one_round_end_to_end(hf_checkpoint, tmp_path, capsys):
     assert set(times) == {"glue_suite", "hf_torch"}
     assert times["glue_suite"]["timings"]["train_steps"] > 0
     assert record["git"]["commit"] and record["machine"]["cpu_cores"] >= 1
+    assert record["command"].startswith("python -m glue_suite.benchmark") and record["date"]

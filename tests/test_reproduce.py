@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from glue_suite.tasks import TASKS
 from reproduce import all as harness
 from reproduce import paper_numbers as paper
 from reproduce import tables
@@ -309,6 +310,37 @@ def test_unavailable_runs_are_recorded_with_their_reason(fake_data, tmp_path):
     assert record["status"] == "unavailable" and record["reason"] == "no QQP data"
 
 
+def test_records_and_logs_are_portable_and_their_runs_stay_finished(fake_cli, tmp_path):
+    """The plan's data directory is $BERT_DATA_DIR in the record, its command and its log
+    (results/ is committed), and the plan, compared in that form, finds the run done."""
+    data, out = tmp_path / "data", str(tmp_path / "results")
+    run = _fake_plan(tmp_path, {"a": "ok"}).runs["t.finetune.a"]
+    run = dataclasses.replace(run, args=("--data_dir", str(data / "glue_data"), *run.args))
+    plan = Plan("smoke", "cpu", {run.run_id: run}, data_dir=str(data))
+    assert run_plan(plan, out, str(data), echo=False) == {run.run_id: "finished"}
+    record = load_record(out, run.run_id)
+    assert record["argv"][:2] == ["--data_dir", "$BERT_DATA_DIR/glue_data"]
+    with open(os.path.join(out, "runs", run.run_id, "log.txt"), encoding="utf-8") as f:
+        log = f.read()
+    assert "=== " in log and " python -m fake_cli --data_dir $BERT_DATA_DIR/glue_data" in log
+    assert str(tmp_path) not in json.dumps(record) + log and sys.executable not in log
+    assert run_plan(plan, out, str(data), echo=False) == {run.run_id: "finished"}
+    assert _calls(tmp_path, "a") == 1
+
+
+def test_a_log_line_split_between_reads_is_rewritten_whole(tmp_path):
+    from reproduce.runner import _PortableLog
+    data = str(tmp_path / "data")
+    text = f"read {data}/glue_data/RTE/train.tsv\rbar {data}/x\nlast {data}"
+    with open(tmp_path / "log.txt", "wb") as f:
+        log = _PortableLog(f, data)
+        for start in range(0, len(text), 7):
+            log.write(text[start:start + 7].encode())
+        log.close()
+    assert (tmp_path / "log.txt").read_bytes().decode() == (
+        "read $BERT_DATA_DIR/glue_data/RTE/train.tsv\rbar $BERT_DATA_DIR/x\nlast $BERT_DATA_DIR")
+
+
 def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys):
     out = tmp_path / "results"
     code = harness.main(["--strategy", "cpu", "--scale", "smoke", "--data_dir", fake_data,
@@ -318,6 +350,81 @@ def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys)
     assert code == 0 and not out.exists() and not (tmp_path / "w").exists()
     assert "Plan: scale smoke" in text and "smoke.pretrain.tiny-nsp" in text
     assert re.search(r"To run: \d+ runs, estimated \d+m", text)
+
+
+# ------------------------------------------------------------------- no data directory
+# The tasks tensorflow-datasets has (TaskSpec.tfds_name): GLUE, SQuAD, CoNLL-2003.
+TFDS_TASKS = ("mnli", "qqp", "qnli", "sst2", "cola", "stsb", "mrpc", "rte", "wnli",
+              "squad1.1", "squad2.0", "conll2003")
+
+
+def test_without_a_data_directory_fine_tuning_is_planned_from_tfds(tmp_path):
+    plan = _plan("cpu", str(tmp_path / "absent"), tmp_path, tfds_fallback=True)
+    for task in TFDS_TASKS:
+        run = plan.runs[f"cpu.finetune.default.{task}"]
+        assert run.unavailable is None and run.config.source == "tfds", task
+        assert run.args[run.args.index("--source") + 1] == "tfds"
+        assert run.info["data_notes"] == [
+            f"from tensorflow-datasets ({TASKS[task].tfds_name}): no data directory"]
+    # tfds has SQuAD v2.0's train split: no training on v1.1 in its place.
+    assert "--train_task" not in plan.runs["cpu.finetune.default.squad2.0"].args
+    assert plan.runs["cpu.finetune.default.swag"].unavailable == (
+        "no SWAG data (no data directory; not in tfds)")
+    # The pretraining corpus has no fallback: every run that needs it is n/a, saying why.
+    for run in plan.runs.values():
+        if run.stage != "finetune" or run.needs:
+            assert run.unavailable == ("no pretraining corpus (no data directory; tfds has "
+                                       "fine-tuning data only)"), run.run_id
+
+
+def test_harness_without_a_data_directory_plans_tfds_but_refuses_a_missing_one(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no ./data here
+    monkeypatch.delenv("BERT_DATA_DIR", raising=False)
+    argv = ["--strategy", "cpu", "--scale", "cpu", "--output_dir", "out", "--work_dir", "w",
+            "--dry_run"]
+    assert harness.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "note: no data directory at ./data" in captured.err
+    assert re.search(r"^todo +\S+ +cpu\.finetune\.default\.rte ", captured.out, re.M)
+    # A --data_dir that was given and does not exist is an error (it used to plan every
+    # run as n/a and exit 0 having run nothing).
+    assert harness.main([*argv, "--data_dir", "absent"]) == 2
+    assert capsys.readouterr().err.startswith("error: --data_dir absent does not exist; ")
+
+
+# Every Python process started with this directory on its PYTHONPATH reads tfds's mock
+# data instead of downloading. (The context is kept: collected, it would exit.)
+MOCK_TFDS_SITECUSTOMIZE = """
+import tensorflow_datasets as tfds
+MOCK = tfds.testing.mock_data(num_examples=8)
+MOCK.__enter__()
+"""
+
+
+@pytest.mark.slow
+def test_harness_without_a_data_directory_runs_from_tfds(minilm_dir, tmp_path, monkeypatch):
+    """The cpu plan's RTE run of the default checkpoint with nothing set up, end to end:
+    the harness runs glue_suite.run in a subprocess, which mock_data in this process
+    would not reach, so a sitecustomize module mocks tfds there (~30 s)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(MOCK_TFDS_SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])))
+    monkeypatch.chdir(tmp_path)  # no ./data here
+    monkeypatch.delenv("BERT_DATA_DIR", raising=False)
+    run_id = "cpu.finetune.default.rte"
+    assert harness.main(["--strategy", "cpu", "--scale", "cpu", "--runs", run_id,
+                         "--output_dir", "out", "--work_dir", "work", "--quiet"]) == 0
+    record = load_record("out", run_id)
+    assert record["status"] == "finished" and "--source" in record["argv"]
+    assert record["info"]["data_notes"] == [
+        "from tensorflow-datasets (glue/rte): no data directory"]
+    assert record["result"]["config"]["source"] == "tfds"
+    assert record["result"]["data_files"] == {"train": "tfds:glue/rte[train]",
+                                              "dev": "tfds:glue/rte[validation]",
+                                              "test": "tfds:glue/rte[test]"}
+    assert record["result"]["train_examples"] == 8
 
 
 # ---------------------------------------------------------------------------- tables

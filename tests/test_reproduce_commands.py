@@ -4,6 +4,7 @@ Every command of every scale and strategy must parse with its CLI's own argparse
 parser: a flag the harness writes and the CLI lacks fails here, not hours into a run.
 """
 
+import dataclasses
 import importlib
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from reproduce.commands import (COMMANDS, DataCommand, Distribution, FinetuneCommand,
                                 STRATEGIES, distribution, to_argv)
 from reproduce.experiments import build_plan
+from reproduce.plan import Run
+from reproduce.runner import executed_argv
 from reproduce.scales import SCALES
 
 
@@ -20,20 +23,29 @@ def parsers():
     return {module: importlib.import_module(module).build_parser() for module in COMMANDS}
 
 
+@pytest.mark.parametrize("tfds_fallback", [False, True])
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("scale", sorted(SCALES))
-def test_every_planned_command_parses_with_its_cli(scale, strategy, parsers, tmp_path):
-    # An empty data directory: every run is planned (as n/a), SQuAD v2.0 with --train_task.
+def test_every_planned_command_parses_with_its_cli(scale, strategy, tfds_fallback, parsers,
+                                                   tmp_path):
+    # An empty data directory: every run is planned (as n/a), SQuAD v2.0 with --train_task;
+    # or none at all: fine-tuning with --source tfds.
     plan = build_plan(scale, strategy, str(tmp_path / "data"), str(tmp_path / "work"),
-                      tpu="local" if strategy == "tpu" else None)
+                      tpu="local" if strategy == "tpu" else None, tfds_fallback=tfds_fallback)
     assert {run.module for run in plan.runs.values()} == set(COMMANDS)
     for run in plan.runs.values():
         assert run.args == run.config.argv() and run.module == run.config.MODULE
-        try:
-            parsers[run.module].parse_args(list(run.args))
-        except SystemExit as e:
-            pytest.fail(f"{run.run_id}: python -m {run.module} rejects (exit {e.code}):\n"
-                        f"{run.command}")
+        # A fine-tuning rerun into a directory holding a finished run adds --overwrite.
+        argvs = [run.args]
+        if run.stage == "finetune":
+            assert "--overwrite" not in run.args  # never planned: argv decides "done"
+            argvs.append(dataclasses.replace(run.config, overwrite=True).argv())
+        for argv in argvs:
+            try:
+                parsers[run.module].parse_args(list(argv))
+            except SystemExit as e:
+                pytest.fail(f"{run.run_id}: python -m {run.module} rejects (exit {e.code}):"
+                            f"\n{argv}")
 
 
 def test_strategies_are_bert_tf_distributes():
@@ -61,3 +73,14 @@ def test_to_argv_writes_fields_in_order_and_leaves_out_unset_ones():
     assert data.argv()[:2] == ("--input_files", "a,b")
     assert data.argv()[-5:] == ("--objective", "nsp", "--num_workers", "1", "--overwrite")
     assert "1.0,0.0,0.0" in data.argv()
+
+
+def test_a_finetune_rerun_over_a_finished_run_overwrites_it(tmp_path):
+    command = FinetuneCommand(task="rte", data_dir="d", output_dir=str(tmp_path), cache_dir="c",
+                              distribution=distribution("cpu", None, FinetuneCommand.MODULE),
+                              seeds=1)
+    run = Run("t.finetune.rte", "finetune", command.MODULE, command.argv(), str(tmp_path),
+              config=command)
+    assert executed_argv(run) == run.args  # nothing there yet
+    (tmp_path / "metrics.json").write_text("{}")
+    assert executed_argv(run) == (*run.args, "--overwrite")

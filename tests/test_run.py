@@ -147,16 +147,19 @@ def world(tmp_path_factory):
     return make_checkpoint(root / "ckpt"), make_data(root / "data")
 
 
-def _main(world, tmp_path, task, *extra):
+def _argv(world, out, task, *extra):
     checkpoint, data = world
-    out = tmp_path / task
-    argv = ["--task", task, "--init_checkpoint", checkpoint, "--data_dir", data,
+    return ["--task", task, "--init_checkpoint", checkpoint, "--data_dir", data,
             "--output_dir", str(out), "--max_seq_length", "48", "--epochs", "1",
             "--batch_size", "4", "--learning_rates", "1e-3", "--verbose", "0",
             # Tracing tf.function graphs costs more than running a tiny model eagerly;
             # the graph path is tested in test_finetune.
             "--run_eagerly", *extra]
-    assert run.main(argv) == 0
+
+
+def _main(world, tmp_path, task, *extra):
+    out = tmp_path / task
+    assert run.main(_argv(world, out, task, *extra)) == 0
     with open(out / "metrics.json", encoding="utf-8") as f:
         return out, json.load(f)
 
@@ -195,9 +198,51 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
     assert list(submission) == [str(i) for i in range(6)]
     assert (out / "run.log").read_text().count("run 4/4") >= 1
 
-    # Second run: every split comes from the feature cache.
-    _, again = _main(world, tmp_path, "rte")
+    # Second run into the same directory: --overwrite moves the first run's outputs aside,
+    # all together; every split comes from the feature cache, which stays.
+    first = (out / "metrics.json").read_text()
+    _, again = _main(world, tmp_path, "rte", "--overwrite")
     assert all(s["cached"] for s in again["featurization"].values())
+    [aside] = out.glob("previous-*")
+    assert (aside / "metrics.json").read_text() == first
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "dev_predictions.tsv", "metrics.json", "submission"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cache", "dev_predictions.tsv", "metrics.json", aside.name, "run.log", "submission"]
+    # (relative to the output directory: bert_tf.portable_paths)
+    assert again["outputs"] == ["dev_predictions.tsv", "submission/RTE.tsv"]
+
+
+def _outputs(out) -> dict:
+    """{relative path: bytes} of a run directory's outputs (not run.log or cache/)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*")
+            if p.is_file() and p.name != "run.log" and "cache" not in p.relative_to(out).parts}
+
+
+def test_a_finished_run_is_refused_or_kept_whole(world, tmp_path, monkeypatch, capsys):
+    """A reused directory: refused without --overwrite; with it, a run that fails after
+    writing its predictions leaves the previous metrics.json and predictions as they were."""
+    out, _ = _main(world, tmp_path, "rte", "--no_test_predictions")
+    before = _outputs(out)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_main(run.main, _argv(world, out, "rte", "--learning_rates", "1e-4"))
+    errors = [line for line in capsys.readouterr().err.splitlines()
+              if line.startswith("error: ")]
+    assert exit_.value.code == 2 and errors == [
+        f"error: {out / 'metrics.json'}: holds a finished run (rte); pass --overwrite to move "
+        f"its outputs to {out / 'previous-'}<time>/ once the new run's are complete, or "
+        f"choose another --output_dir"]
+
+    def fail_after_predictions(*args, **kwargs):
+        assert list((out / ".staging").glob("dev_predictions.tsv"))  # written, not in place
+        raise RuntimeError("injected failure")
+    monkeypatch.setattr(run.outputs, "result_record", fail_after_predictions)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run.main(_argv(world, out, "rte", "--no_test_predictions", "--overwrite",
+                       "--learning_rates", "1e-4"))
+    assert _outputs(out) == before
+    assert not list(out.glob("previous-*")) and not (out / ".staging").exists()
 
 
 def test_regression_and_two_dev_sets(world, tmp_path):

@@ -5,8 +5,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=results/glue_suite
-SPLIT_DIR=${SPLIT_DIR:-/tmp/squad2_dev_split}
-COMMON="--learning_rates 1e-4 --seeds 1 --verbose 2 --cache_dir ${CACHE_DIR:-/tmp/glue_cache}"
+# Scratch (the split, the featurization cache, the logs) under runs/, which is not committed.
+mkdir -p runs
+SPLIT_DIR=${SPLIT_DIR:-runs/squad2_dev_split}
+COMMON="--learning_rates 1e-4 --seeds 1 --verbose 2 --cache_dir ${CACHE_DIR:-runs/glue_cache}"
 
 # One row per run: its folder under $OUT (the name to select it by), its --task, and its
 # flags, which come after COMMON so that a run's own --learning_rates/--seeds win.
@@ -35,7 +37,7 @@ evidence() {  # evidence NAME TASK FLAGS...: one run into $OUT/NAME, unless it i
     python "$OUT/squad2.0_dev_split/make_split.py" "${BERT_DATA_DIR:-./data}" "$SPLIT_DIR" || return
   fi
   python -m glue_suite.run --task "$task" $COMMON "$@" --output_dir "$OUT/$name" \
-    > "/tmp/evidence_$name.log" 2>&1 || echo "$name failed (see /tmp/evidence_$name.log)"
+    > "runs/evidence_$name.log" 2>&1 || echo "$name failed (see runs/evidence_$name.log)"
 }
 
 NAMES=("$@")

@@ -10,9 +10,10 @@ CKPT=$1
 OUT=$2
 LOG=$3
 cd "$(dirname "$0")/../.."
+mkdir -p "$(dirname "$LOG")"
 python -m glue_suite.run --task mrpc --init_checkpoint "$CKPT" --learning_rates 1e-4 --seeds 1 \
   --epochs 3 --max_seq_length 128 --verbose 2 --no_test_predictions \
-  --cache_dir /tmp/glue_cache --output_dir $OUT/mrpc > ${LOG}_mrpc.log 2>&1
+  --cache_dir runs/glue_cache --output_dir $OUT/mrpc > ${LOG}_mrpc.log 2>&1
 python -m glue_suite.run --task sst2 --init_checkpoint "$CKPT" --learning_rates 1e-4 --seeds 1 \
   --epochs 2 --max_seq_length 64 --max_train_examples 10000 --verbose 2 --no_test_predictions \
-  --cache_dir /tmp/glue_cache --output_dir $OUT/sst2 > ${LOG}_sst2.log 2>&1
+  --cache_dir runs/glue_cache --output_dir $OUT/sst2 > ${LOG}_sst2.log 2>&1

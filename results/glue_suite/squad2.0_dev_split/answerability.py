@@ -1,6 +1,6 @@
 """Splits a SQuAD v2.0 run's score into span extraction and abstention.
 
-    python results/glue_suite/squad2.0_dev_split/answerability.py /tmp/squad2_dev_split RUN_DIR
+    python results/glue_suite/squad2.0_dev_split/answerability.py runs/squad2_dev_split RUN_DIR
 
 Scores RUN_DIR/best_non_null_predictions.json (every question answered with its best span;
 glue_suite.run writes it for v2.0; the two runs here predate that, so theirs were taken from

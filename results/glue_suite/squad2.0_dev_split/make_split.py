@@ -9,7 +9,7 @@ No article is in both halves, so no paragraph or question is both trained on and
 Scores on the even half are not comparable with the paper's (a different, smaller training
 set and a different evaluation set).
 
-    python results/glue_suite/squad2.0_dev_split/make_split.py $BERT_DATA_DIR /tmp/squad2_dev_split
+    python results/glue_suite/squad2.0_dev_split/make_split.py $BERT_DATA_DIR runs/squad2_dev_split
 """
 import copy
 import json
