@@ -144,8 +144,8 @@ def glue_suite_argv(args: argparse.Namespace, checkpoint: str, output_dir: str,
             "--eval_batch_size", str(args.eval_batch_size),
             "--max_seq_length", str(args.max_seq_length), "--output_dir", output_dir,
             "--no_test_predictions", "--verbose", "0"]
-    if args.data_dir:
-        argv += ["--data_dir", args.data_dir]
+    # Absolute: a glue_suite@DIR recipe runs in DIR, where a relative path means another place.
+    argv += ["--data_dir", os.path.abspath(resolve_data_dir(args.data_dir))]
     if args.max_train_examples:
         argv += ["--max_train_examples", str(args.max_train_examples)]
     if padded:

@@ -45,6 +45,7 @@ import time
 from typing import Optional
 
 from bert_tf import provenance
+from bert_tf.cli import run_main
 from glue_suite.data_dir import ENV_VAR, no_data_directory, resolve_data_dir
 from reproduce import rehearsal
 from reproduce.commands import STRATEGIES
@@ -181,4 +182,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

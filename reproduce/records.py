@@ -15,10 +15,10 @@ import datetime
 import glob
 import json
 import os
-import sys
 from typing import Optional
 
 from bert_tf import files, portable_paths
+from bert_tf.cli import InputError
 from reproduce.plan import Plan, Run
 
 
@@ -35,14 +35,20 @@ def load_record(output_dir: str, run_id: str) -> Optional[dict]:
 
 
 def load_records(output_dir: str) -> list:
-    """Every readable record under OUTPUT_DIR/runs, in run-id order."""
+    """Every record under OUTPUT_DIR/runs, in run-id order.
+
+    Raises:
+        InputError: a record is not valid JSON (e.g. truncated). Its cells would read
+            "n/a (not run)" and hide that the run's result was lost, so the tables are
+            not built: rerun the run (reproduce.all) or delete the record.
+    """
     records = []
     for path in sorted(glob.glob(record_path(output_dir, "*"))):
         try:
-            with open(path, encoding="utf-8") as f:
-                records.append(json.load(f))
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"warning: skipping unreadable {path}: {e}", file=sys.stderr)
+            records.append(files.read_json(path))
+        except InputError as e:
+            raise InputError(e.path, e.line, f"corrupt record ({e.message}); rerun its run "
+                                             f"with reproduce.all, or delete it") from None
     return records
 
 

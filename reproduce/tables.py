@@ -30,6 +30,7 @@ from typing import Optional
 import pandas as pd
 
 from bert_tf import files, provenance
+from bert_tf.cli import run_main
 from reproduce import paper_numbers as paper
 from reproduce import plots
 from reproduce.experiments import TABLES
@@ -376,4 +377,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

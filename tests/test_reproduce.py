@@ -26,7 +26,7 @@ from reproduce.commands import COMMANDS
 from reproduce.cost_model import encoder_flops, seconds_for
 from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
 from reproduce.plan import Cell, Plan, Run
-from reproduce.records import load_record, write_record
+from reproduce.records import load_record, record_path, write_record
 from reproduce.runner import run_plan
 from reproduce.scales import SCALES
 
@@ -250,6 +250,19 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
     assert load_record(out, "t.finetune.b")["status"] == "finished"
     assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
                 if ".tmp" in p], "record.json is written atomically"
+
+
+def test_a_corrupt_record_stops_the_tables_naming_it(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    run_plan(_fake_plan(tmp_path, {"a": "ok", "b": "ok"}), out, str(tmp_path), echo=False)
+    path = record_path(out, "t.finetune.b")
+    with open(path, "r+") as f:
+        f.truncate(len(f.read()) // 2)  # as a full disk or a kill mid-copy leaves it
+    done = subprocess.run([sys.executable, "-m", "reproduce.tables", "--output_dir", out],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert re.search(rf"^error: {re.escape(path)}:\d+: corrupt record \(not valid JSON",
+                     done.stderr, re.M), done.stderr
 
 
 def _span(tmp_path, name):
