@@ -36,7 +36,7 @@ import tempfile
 import time
 from typing import Optional
 
-from bert_tf import files, portable_paths, provenance
+from bert_tf import files, portable_paths, provenance, timing
 from glue_suite import readers
 from glue_suite.data_dir import resolve_data_dir
 from glue_suite.tasks import CLASSIFICATION, REGRESSION, TASKS, get_task
@@ -181,11 +181,6 @@ def run_recipe(recipe: str, args: argparse.Namespace, checkpoint: str, workdir: 
 # Rounds and the report
 # ---------------------------------------------------------------------------------------
 
-def rotated(recipes: list, round_number: int) -> list:
-    k = round_number % len(recipes)
-    return recipes[k:] + recipes[:k]
-
-
 def summarize(rounds: list, recipes: list) -> dict:
     """Medians per recipe, and each other recipe's time over the first recipe's (median
     of per-round ratios, and their range)."""
@@ -238,7 +233,7 @@ def benchmark(args: argparse.Namespace, command: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="glue_benchmark_") as workdir:
         for number in range(args.rounds):
             times = {}
-            for recipe in rotated(recipes, number):
+            for recipe in timing.rotated(recipes, number):
                 times[recipe] = run_recipe(recipe, args, checkpoint, workdir, number)
                 print(f"round {number + 1}/{args.rounds}: {recipe} "
                       f"{times[recipe]['seconds']:.1f} s", file=sys.stderr, flush=True)
