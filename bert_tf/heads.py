@@ -4,7 +4,8 @@ Pretraining: MaskedLMHead (decoder tied to the token embeddings), NextSentenceHe
 Fine-tuning: ClassificationHead / RegressionHead (pooled [CLS]), SpanHead (SQuAD),
 MultipleChoiceHead (SWAG), TokenClassificationHead (NER), BiLSTMHead (the "+ BiLSTM"
 ablation and the feature-based NER of Table 7), and FeatureCombiner, which picks or
-mixes encoder layers for the feature-based experiments.
+mixes the encoder layers a feature mode reads (`feature_layers`) for the feature-based
+experiments.
 """
 
 import keras
@@ -218,8 +219,22 @@ FEATURE_MODES = ("embeddings", "second_to_last", "last", "weighted_sum_last_four
                  "concat_last_four", "weighted_sum_all")
 
 
+def feature_layers(mode: str, num_outputs: int) -> tuple:
+    """The encoder_outputs a feature mode reads, as indices into the num_outputs = L + 1
+    outputs (0: the embeddings, then every block). A model with fewer than four blocks
+    gives the "last four" modes all the outputs it has."""
+    if mode not in FEATURE_MODES:
+        raise ValueError(f"unknown feature mode {mode!r}; expected one of {FEATURE_MODES}")
+    last = num_outputs - 1
+    return {"embeddings": (0,), "second_to_last": (last - 1,), "last": (last,),
+            "weighted_sum_all": tuple(range(num_outputs))}.get(
+                mode, tuple(range(max(0, num_outputs - 4), num_outputs)))
+
+
 class FeatureCombiner(keras.layers.Layer):
-    """Turns encoder_outputs (L + 1 tensors [B, T, H]) into token features (paper Table 7).
+    """The K layers a feature mode reads (`feature_layers`), stacked [B, T, K, H] -> token
+    features [B, T, H] (paper Table 7): the one layer, the K layers concatenated ([B, T,
+    K * H], concat_last_four) or their weighted sum.
 
     Weighted sums use learned softmax-normalised scalar weights (ELMo-style), the only
     trainable part of this layer.
@@ -235,25 +250,19 @@ class FeatureCombiner(keras.layers.Layer):
         self.mode = mode
 
     def build(self, input_shape):
-        num_layers = {"weighted_sum_last_four": 4}.get(self.mode, len(input_shape))
         if self.mode.startswith("weighted_sum"):
-            self.layer_weights = self.add_weight(shape=(num_layers,), initializer="zeros",
+            self.layer_weights = self.add_weight(shape=(input_shape[-2],), initializer="zeros",
                                                  name="layer_weights")
         self.built = True
 
-    def call(self, encoder_outputs):
-        if self.mode == "embeddings":
-            return encoder_outputs[0]
-        if self.mode == "second_to_last":
-            return encoder_outputs[-2]
-        if self.mode == "last":
-            return encoder_outputs[-1]
-        if self.mode == "concat_last_four":
-            return ops.concatenate(encoder_outputs[-4:], axis=-1)  # [B, T, 4H]
-        layers = encoder_outputs[-4:] if self.mode == "weighted_sum_last_four" else encoder_outputs
-        stacked = ops.stack(layers, axis=0)  # [N, B, T, H]
-        weights = ops.cast(ops.softmax(self.layer_weights), stacked.dtype)
-        return ops.tensordot(weights, stacked, axes=1)
+    def call(self, layers):
+        if self.mode == "concat_last_four":  # layer after layer within each token
+            shape = ops.shape(layers)
+            return ops.reshape(layers, (shape[0], shape[1], layers.shape[-2] * layers.shape[-1]))
+        if self.mode.startswith("weighted_sum"):
+            weights = ops.cast(ops.softmax(self.layer_weights), layers.dtype)
+            return ops.einsum("btkh,k->bth", layers, weights)
+        return layers[:, :, 0]
 
     def get_config(self):
         return {**super().get_config(), "mode": self.mode}

@@ -22,6 +22,7 @@ class MetricsLog:
 
     def __init__(self, model_dir: str, enabled: bool, after_step: int):
         self.enabled = enabled
+        self.elapsed_before = 0.0
         if not enabled:
             return
         tf.io.gfile.makedirs(model_dir)
@@ -30,6 +31,8 @@ class MetricsLog:
         if tf.io.gfile.exists(self.path):
             with tf.io.gfile.GFile(self.path) as f:
                 self.rows = [row for row in csv.DictReader(f) if int(row["step"]) <= after_step]
+        if self.rows:  # a resumed run's clock goes on from its last kept row
+            self.elapsed_before = float(self.rows[-1]["elapsed_seconds"])
         self.writers = {split: tf.summary.create_file_writer(
             os.path.join(model_dir, "tensorboard", split)) for split in ("train", "eval")}
 

@@ -25,9 +25,14 @@ Written to --model_dir (only by the chief worker):
                          hardware (bert_tf.provenance; of the latest start where a run
                          resumed), and the init checkpoint's name or relative path and
                          content hashes
-  metrics.csv            one row per log interval ("train") and per evaluation ("eval")
+  metrics.csv            one row per log interval ("train") and per evaluation ("eval");
+                         elapsed_seconds runs on across resumptions
   tensorboard/{train,eval}/   the same as TensorBoard scalars
-  eval_results.json      the final held-out metrics (masked-LM perplexity = Table 6's)
+  eval_results.json      the final held-out metrics (masked-LM perplexity = Table 6's) and
+                         the plateau check (--plateau_check_steps, `plateau`): the
+                         records' unigram entropy and whether the run was still above it
+  heldout_losses.tsv     the final evaluation per held-out sequence: summed masked-LM loss,
+                         predictions, correct ones (intervals over sequences)
 and to --export_dir (default model_dir/export): the encoder and heads in our checkpoint
 format (config.json, weights.safetensors, vocab.txt), glue_suite's `--init_checkpoint`;
 with --export_steps S1,S2,... the same export of the model after step S, beside it as
@@ -147,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "max_predictions_per_seq", "phase2_seq_length", "phase2_max_predictions_per_seq",
                  "num_warmup_steps", "save_checkpoints_steps", "keep_checkpoints",
                  "steps_per_execution", "grad_accum_steps", "eval_steps", "eval_every",
-                 "log_every", "seed"):
+                 "log_every", "seed", "plateau_check_steps"):
         p.add_argument(f"--{name}", type=int, default=defaults[name])
     for name in ("phase2_fraction", "learning_rate", "weight_decay", "clip_norm",
                  "masked_lm_prob"):

@@ -55,6 +55,9 @@ class PretrainConfig:
             pipeline (`dynamic_masking.DynamicMasking`) with these rates.
         init_checkpoint: start from this checkpoint's weights (`init_checkpoint`); a
             resumed run restores its own checkpoint instead.
+        plateau_check_steps: at the first log line after this many steps, warn if the
+            training masked-LM loss is still above the unigram entropy of the records
+            (`plateau`); 0: never.
     """
 
     model_size: Optional[str]
@@ -94,6 +97,7 @@ class PretrainConfig:
     masked_lm_prob: float = 0.15
     mask_rates: tuple = (0.8, 0.1, 0.1)
     init_checkpoint: Optional[str] = None
+    plateau_check_steps: int = 2000
 
     def __post_init__(self):
         checks = [
@@ -113,6 +117,7 @@ class PretrainConfig:
                  self.save_checkpoints_steps, self.keep_checkpoints, self.log_every) > 0,
              "batch size, steps_per_execution, grad_accum_steps, save_checkpoints_steps, "
              "keep_checkpoints and log_every must be positive"),
+            (self.plateau_check_steps >= 0, "plateau_check_steps must not be negative"),
             (self.global_batch_size % self.grad_accum_steps == 0,
              "global_batch_size must be divisible by grad_accum_steps"),
             (all(0 < s <= self.num_train_steps for s in self.export_steps),

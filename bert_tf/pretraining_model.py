@@ -146,27 +146,34 @@ class BertPretrainer(keras.Model):
         mlm_loss: sum of weight * cross-entropy over the LM predictions; mlm_count: sum
         of their weights. nsp_*: over the examples (all 0 without NSP).
         """
+        return {key: ops.sum(value) for key, value in
+                self.example_sums(features, training=training).items()}
+
+    def example_sums(self, features, training=None) -> dict:
+        """Forward pass -> {SUM_KEYS: float32 [B]}: `loss_sums` of each example (the
+        held-out losses per sequence, for confidence intervals over sequences)."""
         outputs = self(features, training=training)
-        _, labels, weights = prediction_targets(features, self.objective)
-        labels = ops.reshape(ops.cast(labels, "int32"), (-1,))  # [B * P]
-        weights = ops.reshape(weights, (-1,))
+        _, labels, weights = prediction_targets(features, self.objective)  # [B, P]
+        batch = ops.shape(weights)[0]
         cross_entropy, predicted = cross_entropy_and_prediction(
-            ops.reshape(outputs["mlm_logits"], (-1, self.config.vocab_size)), labels)
-        correct = ops.cast(ops.equal(predicted, labels), "float32")
-        sums = {"mlm_loss": ops.sum(cross_entropy * weights),
-                "mlm_correct": ops.sum(correct * weights),
-                "mlm_count": ops.sum(weights)}
-        zero = ops.zeros((), "float32")
+            ops.reshape(outputs["mlm_logits"], (-1, self.config.vocab_size)),
+            ops.reshape(ops.cast(labels, "int32"), (-1,)))
+        cross_entropy = ops.reshape(cross_entropy, (batch, -1))  # [B, P]
+        correct = ops.cast(ops.equal(ops.reshape(predicted, (batch, -1)),
+                                     ops.cast(labels, "int32")), "float32")
+        sums = {"mlm_loss": ops.sum(cross_entropy * weights, axis=1),
+                "mlm_correct": ops.sum(correct * weights, axis=1),
+                "mlm_count": ops.sum(weights, axis=1)}
+        zeros = ops.zeros((batch,), "float32")
         if not self.uses_nsp:
-            return {**sums, "nsp_loss": zero, "nsp_correct": zero, "nsp_count": zero}
+            return {**sums, "nsp_loss": zeros, "nsp_correct": zeros, "nsp_count": zeros}
         nsp_labels = ops.cast(ops.reshape(features["next_sentence_labels"], (-1,)), "int32")
         nsp_logits = outputs["nsp_logits"]  # [B, 2]
         nsp_cross_entropy = keras.losses.sparse_categorical_crossentropy(
             nsp_labels, nsp_logits, from_logits=True)  # [B]
         nsp_correct = ops.equal(ops.cast(ops.argmax(nsp_logits, -1), "int32"), nsp_labels)
-        return {**sums, "nsp_loss": ops.sum(nsp_cross_entropy),
-                "nsp_correct": ops.sum(ops.cast(nsp_correct, "float32")),
-                "nsp_count": ops.cast(ops.shape(nsp_labels)[0], "float32")}
+        return {**sums, "nsp_loss": nsp_cross_entropy,
+                "nsp_correct": ops.cast(nsp_correct, "float32"), "nsp_count": zeros + 1.0}
 
     def heads(self) -> dict:
         """The {"encoder", "mlm", "nsp"} dict that `checkpoints.save_checkpoint` writes."""

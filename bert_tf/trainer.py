@@ -23,16 +23,18 @@ import tempfile
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import distribute
 from bert_tf.checkpoints import Checkpoint, assign_weights, save_checkpoint
 from bert_tf.config import BertConfig, config_for_size
 from bert_tf.dynamic_masking import DynamicMasking
-from bert_tf.files import write_json
+from bert_tf.files import write_json, write_text
 from bert_tf.init_checkpoint import read_init_checkpoint
 from bert_tf.metrics_log import MetricsLog, format_metrics
 from bert_tf.optimization import create_optimizer
+from bert_tf.plateau import plateau_message, unigram_entropy
 from bert_tf.pretrain_config import PretrainConfig
 from bert_tf.pretraining_dataset import make_pretraining_dataset
 from bert_tf.pretraining_model import (SUM_KEYS, BertPretrainer, mean_metrics,
@@ -40,6 +42,8 @@ from bert_tf.pretraining_model import (SUM_KEYS, BertPretrainer, mean_metrics,
 from bert_tf.tokenization import BertTokenizer
 
 SUM = tf.distribute.ReduceOp.SUM
+_ENTROPY_RECORDS = 51_200  # records read for the unigram entropy (about 1M targets)
+HELDOUT_LOSSES = "heldout_losses.tsv"
 
 
 class Trainer:
@@ -93,6 +97,8 @@ class Trainer:
         self._train_steps = tf.function(self._train_steps_fn)
         self._eval_step = tf.function(self._eval_step_fn)
         self.phase = None
+        self.plateau = {}  # the plateau check's outcome, once made (`_check_plateau`)
+        self.heldout_examples = None  # per-sequence loss terms of the last evaluation
 
     # ------------------------------------------------------------------ one step
     def _distribute(self, batch: dict):
@@ -160,8 +166,11 @@ class Trainer:
         return totals
 
     def _eval_step_fn(self, batch):
+        """-> {SUM_KEYS: [global batch]}: each example's loss terms, in batch order."""
         def replica_sums(features):
-            return _all_reduce_sums(self.model.loss_sums(features, training=False))
+            context = tf.distribute.get_replica_context()
+            sums = self.model.example_sums(features, training=False)
+            return {key: context.all_gather(value, axis=0) for key, value in sums.items()}
 
         return self._first_replica(self.strategy.run(replica_sums, args=(self._distribute(batch),)))
 
@@ -227,7 +236,8 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation, export
     def evaluate(self) -> dict:
         """Held-out metrics on eval_files: MLM loss, accuracy and perplexity (for "ltr",
-        of the next token), NSP loss and accuracy; the same batches every time."""
+        of the next token), NSP loss and accuracy; the same batches every time. Each
+        sequence's loss terms are kept in `self.heldout_examples` (`write_heldout_losses`)."""
         config = self.config
         if config.dynamic_masking:
             tf.random.set_seed(config.seed)  # the same random masks at every evaluation
@@ -237,14 +247,14 @@ class Trainer:
             dynamic_masking=self._masking(config.max_predictions_per_seq))
         if config.eval_steps:
             dataset = dataset.take(config.eval_steps)
-        totals = None
-        for batch in dataset:
-            sums = self._eval_step(batch)
-            totals = _add(totals, sums)
-        if totals is None:
+        batches = [self._eval_step(batch) for batch in dataset]
+        if not batches:
             raise ValueError(f"--eval_files {config.eval_files!r} hold fewer than one batch "
                              f"({config.global_batch_size}) of records")
-        return mean_metrics({k: float(v) for k, v in totals.items()})
+        self.heldout_examples = {key: np.concatenate([b[key].numpy() for b in batches])
+                                 for key in SUM_KEYS}
+        return mean_metrics({k: float(v.astype(np.float64).sum())
+                             for k, v in self.heldout_examples.items()})
 
     def export(self, directory: str) -> None:
         """Encoder + MLM + NSP heads in our checkpoint format, for fine-tuning."""
@@ -288,7 +298,8 @@ class Trainer:
             # The curve starts where the init checkpoint stands (its fresh heads included).
             eval_metrics = self._evaluate_and_log(0, log, metrics_log, time.time())
         window, window_steps, window_seconds = None, 0, 0.0  # since the last log line
-        train_metrics, start = {}, time.time()
+        # Elapsed seconds run on across resumptions (from the last row kept).
+        train_metrics, start = {}, time.time() - metrics_log.elapsed_before
         while step < config.num_train_steps:
             self._enter_phase(config.phase_of(step))
             num_steps = self._steps_in_next_call(step)
@@ -304,6 +315,9 @@ class Trainer:
                 log(format_metrics(step, config.num_train_steps, train_metrics))
                 metrics_log.write(step, "train", train_metrics, time.time() - start)
                 window, window_steps, window_seconds = None, 0, 0.0
+                if (self.is_chief and 0 < config.plateau_check_steps <= step
+                        and not self.plateau):
+                    self._check_plateau(step, train_metrics["mlm_loss"], log)
             self._enter_phase(config.phase_of(step))
             evaluated = self._export_save_evaluate(step, log, metrics_log, start)
             eval_metrics = evaluated or eval_metrics
@@ -354,6 +368,23 @@ class Trainer:
         metrics_log.write(step, "eval", eval_metrics, time.time() - start)
         return eval_metrics
 
+    def _check_plateau(self, step: int, mlm_loss: float, log) -> None:
+        """Compares the training masked-LM loss with the unigram entropy of the first
+        ~50k phase-1 records (as masked for training); warns if it is not below."""
+        config = self.config
+        predictions = config.max_predictions_per_seq
+        batches = make_pretraining_dataset(
+            config.train_files, config.global_batch_size, config.max_seq_length,
+            predictions, is_training=False, seed=config.seed,
+            dynamic_masking=self._masking(predictions))
+        batches = batches.take(max(1, _ENTROPY_RECORDS // config.global_batch_size))
+        entropy = unigram_entropy(batches, config.objective, self.tokenizer.vocab_size)
+        stuck = mlm_loss >= entropy
+        self.plateau = {"unigram_entropy": entropy, "plateau_check_step": step,
+                        "plateau_warning": stuck}
+        if stuck:
+            log(plateau_message(step, mlm_loss, entropy))
+
     def _finish(self, step: int, train_metrics: dict, eval_metrics: dict | None,
                 metrics_log: MetricsLog) -> dict:
         """Exports the final model and writes eval_results.json; returns its metrics."""
@@ -364,9 +395,25 @@ class Trainer:
         if self.is_chief:
             self.export(config.final_export_dir)
             write_json(os.path.join(config.model_dir, "eval_results.json"),
-                       {"step": step, **final}, sort_keys=True)
+                       {"step": step, **final, **self.plateau}, sort_keys=True)
+            if config.eval_files:
+                write_heldout_losses(os.path.join(config.model_dir, HELDOUT_LOSSES),
+                                     self.heldout_examples)
         metrics_log.close()
         return final
+
+
+def write_heldout_losses(path: str, examples: dict) -> None:
+    """HELDOUT_LOSSES: one row per held-out sequence, in the order of eval_files: its
+    summed masked-LM loss (nats) over its mlm_count predictions, how many of them were
+    right, and its NSP loss and correctness (0 without NSP). Models evaluated on the same
+    records have the same rows, so a difference of perplexities gets a paired bootstrap
+    over sequences (`reproduce.statistics`)."""
+    columns = ("mlm_loss", "mlm_count", "mlm_correct", "nsp_loss", "nsp_correct")
+    lines = ["\t".join(("index",) + columns)]
+    for i in range(len(examples["mlm_count"])):
+        lines.append("\t".join([str(i)] + [f"{float(examples[c][i]):.9g}" for c in columns]))
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def _model_config(config: PretrainConfig, vocab_size: int,

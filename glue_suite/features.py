@@ -21,6 +21,9 @@ F = features (SQuAD windows, NER sentence windows), C = 4 SWAG choices:
       labels, label_weights                int32, float32 [F, T]  tag of each word's first piece
       sentence_index                       int32 [F]       window -> sentence
       word_index                           int32 [F, T]    first piece -> word in sentence, else -1
+      sentence_mask                        int32 [F, T]    1 on the sentence's own pieces (not
+                                                           its context): what a feature-based
+                                                           tagger reads (glue_suite.frozen_features)
 
 Tokenization runs through tf-text on whole batches; only the SQuAD window loop is Python.
 `load_or_convert` keys the cache on everything that changes the features: task, split,
@@ -50,8 +53,8 @@ from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN,
 
 logger = logging.getLogger(__name__)
 
-# Bump when the features computed from the same examples change.
-FEATURES_VERSION = 1
+# Bump when the features computed from the same examples change (2: NER sentence_mask).
+FEATURES_VERSION = 2
 
 # Strings per tf-text call: large enough to amortise op dispatch, small enough to keep
 # the ragged intermediates in a few hundred MB.
@@ -345,7 +348,9 @@ def ner_features(task: str, sentences: Sequence[readers.NerSentence],
     for i, sentence in enumerate(sentences):
         documents.setdefault(sentence.doc_id, []).append(i)
 
-    rows = []  # (sentence index, window ids, {position in window: word index})
+    # (sentence index, window ids, {position in window: word index}, the sentence's
+    # [start, end) in the window)
+    rows = []
     for members in documents.values():
         doc = np.concatenate([piece_ids[i] for i in members])
         offset = 0
@@ -361,20 +366,22 @@ def ner_features(task: str, sentences: Sequence[readers.NerSentence],
             for a, b in windows:
                 words = {int(p - a): w for w, p in enumerate(starts)
                          if has_pieces[w] and a <= p < b}
-                rows.append((i, doc[a:b], words))
+                rows.append((i, doc[a:b], words, (max(first, a) - a, min(last, b) - a)))
 
     F = len(rows)
     features = _empty_rows(F, T)
     features.update(labels=np.zeros((F, T), np.int32),
                     label_weights=np.zeros((F, T), np.float32),
                     sentence_index=np.zeros(F, np.int32),
-                    word_index=np.full((F, T), -1, np.int32))
-    for f, (i, window, words) in enumerate(rows):
+                    word_index=np.full((F, T), -1, np.int32),
+                    sentence_mask=np.zeros((F, T), np.int32))
+    for f, (i, window, words, (start, end)) in enumerate(rows):
         n = len(window) + 2
         features["input_ids"][f, :n] = np.concatenate(
             [[tokenizer.cls_id], window, [tokenizer.sep_id]])
         features["input_mask"][f, :n] = 1
         features["sentence_index"][f] = i
+        features["sentence_mask"][f, start + 1:end + 1] = 1  # + 1 for [CLS]
         for position, w in words.items():
             features["word_index"][f, position + 1] = w  # + 1 for [CLS]
             features["label_weights"][f, position + 1] = 1.0

@@ -17,8 +17,10 @@ fine-tuned encoder's sequence_output instead; sentence-level kinds take its [CLS
 span and token kinds every position.
 
 feature_mode (Table 7's feature-based NER; token tasks only): the encoder is frozen and
-run in inference mode; `FeatureCombiner(feature_mode)` picks or mixes its layers and a
-2-layer BiLSTM trained from scratch tags every token.
+run in inference mode, once per split (glue_suite.frozen_features caches the layers the
+mode reads); what trains is the tagger (`build_tagger`): `FeatureCombiner(feature_mode)`
+picks or mixes those layers at the sentence's pieces and a 2-layer BiLSTM trained from
+scratch tags them. `build_feature_model` is the same computation as one model.
 """
 
 import dataclasses
@@ -35,10 +37,11 @@ from keras import ops
 from bert_tf import heads
 from bert_tf.checkpoints import Checkpoint, assign_weights
 from bert_tf.encoder import BertEncoder
+from bert_tf.init_checkpoint import weights_sha256
 from bert_tf.optimization import create_optimizer
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import metrics as glue_metrics
-from glue_suite import batching, readers, squad_postprocess, timings
+from glue_suite import batching, frozen_features, readers, squad_postprocess, timings
 from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION, SPAN,
                               TOKEN, TaskSpec)
 
@@ -68,7 +71,7 @@ class TrainSettings:
         clipnorm: global gradient norm clip (BERT: 1.0); None: no clipping.
         dropout: dropout in the encoder and before the head (BERT: 0.1).
         optimizer: "adamw" or "lamb".
-        eval_batch_size: batch size of prediction.
+        eval_batch_size: batch size of prediction (and of a feature-based run's encoder pass).
         verbose: Keras progress bar (1), one line per epoch (2), silent (0).
         run_eagerly: no tf.function graphs (debugging; tiny models start faster).
         jit_compile: XLA for the train and predict steps (Keras's "auto" would turn it
@@ -76,7 +79,8 @@ class TrainSettings:
             ~30 s (BERT-Large) and ran BERT-Base steps slower than TensorFlow's oneDNN
             kernels (results/benchmark/README.md). A TPU compiles with XLA regardless.
         head: "dense" (BERT's) or "bilstm" (a BiLSTM over the fine-tuned sequence_output).
-        feature_mode: None (fine-tune) or a `heads.FEATURE_MODES` entry (frozen encoder).
+        feature_mode: None (fine-tune) or a `heads.FEATURE_MODES` entry (frozen encoder,
+            cached layers: glue_suite.frozen_features).
         bilstm_units: LSTM units per direction of the BiLSTM head (paper: 768).
         length_multiple: batches are cut to their longest row rounded up to this multiple
             (glue_suite.batching; training batches group rows of similar length); 0: every
@@ -133,26 +137,60 @@ class _InferenceMode(keras.layers.Layer):
         return self.layer(inputs, training=False)
 
 
-def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: Optional[int],
-                        feature_mode: str, bilstm_units: int = 768, dropout: float = 0.1,
-                        dtype: Optional[str] = None) -> keras.Model:
-    """The feature-based tagger of Table 7: frozen encoder -> features -> BiLSTM -> tags."""
+class _PickLayers(keras.layers.Layer):
+    """encoder_outputs (L + 1 tensors [B, T, H]) -> the K at `indices`, stacked [B, T, K, H]:
+    what glue_suite.frozen_features caches for a feature mode."""
+
+    def __init__(self, indices, **kwargs):
+        super().__init__(**kwargs)
+        self.indices = tuple(indices)
+
+    def call(self, encoder_outputs):
+        return ops.stack([encoder_outputs[i] for i in self.indices], axis=2)
+
+
+def build_tagger(spec: TaskSpec, num_layers: int, hidden_size: int, feature_mode: str,
+                 bilstm_units: int = 768, dropout: float = 0.1,
+                 dtype: Optional[str] = None) -> keras.Model:
+    """What a feature-based run (Table 7) trains: the K encoder layers its mode reads at a
+    sentence's pieces -> `FeatureCombiner` -> a 2-layer BiLSTM over the sentence -> tags.
+
+    Inputs {"layers" [B, S, K, H] float32, "sentence_mask" int32 [B, S]}; outputs logits
+    [B, S, L], PADDING_LOGIT where sentence_mask is 0.
+    """
     if spec.kind != TOKEN:
         raise ValueError(f"task {spec.name}: feature_mode needs a token task (conll2003), "
                          f"not a {spec.kind} task; the paper's feature-based runs are NER only")
-    num_layers = encoder.config.num_hidden_layers
-    if feature_mode.endswith("last_four") and num_layers < 4:
-        # Not the paper's setting, but small smoke-test models should still run end to end.
-        logger.warning("feature_mode %s on a %d-layer encoder: uses all its %d outputs, "
-                       "the embeddings included", feature_mode, num_layers, num_layers + 1)
-    encoder.trainable = False  # only the layer weights (weighted sums) and the BiLSTM learn
-    inputs = _inputs((max_seq_length,))
-    layers = _InferenceMode(encoder, name="frozen_encoder")(inputs)["encoder_outputs"]
+    layers = keras.Input((None, num_layers, hidden_size), name="layers")
+    mask = keras.Input((None,), dtype="int32", name="sentence_mask")
     features = heads.FeatureCombiner(feature_mode, dtype=dtype, name="features")(layers)
     head = heads.BiLSTMHead(spec.num_labels, bilstm_units, BILSTM_LAYERS, dropout,
                             dtype=dtype, name="head")
-    outputs = head(features, inputs["input_mask"])                      # [B, T, L]
-    return keras.Model(inputs, outputs, name=spec.name)
+    logits = head(features, mask)                                         # [B, S, L]
+    real = ops.expand_dims(ops.cast(mask, "bool"), -1)
+    return keras.Model({"layers": layers, "sentence_mask": mask},
+                       ops.where(real, logits, PADDING_LOGIT), name="tagger")
+
+
+def build_feature_model(spec: TaskSpec, encoder: BertEncoder, max_seq_length: Optional[int],
+                        feature_mode: str, bilstm_units: int = 768, dropout: float = 0.1,
+                        dtype: Optional[str] = None) -> keras.Model:
+    """The feature-based tagger of Table 7 as one model: frozen encoder -> the layers the
+    mode reads -> `build_tagger`'s tagger (the model's "tagger" layer), over the encoder
+    inputs and "sentence_mask" [B, T]; logits [B, T, L]. Runs do not train this model:
+    they run the encoder once per split and train the tagger on cached layers
+    (glue_suite.frozen_features), which gives the same logits (its tests)."""
+    num_layers = encoder.config.num_hidden_layers
+    read = frozen_features.read_layers(feature_mode, num_layers)
+    tagger = build_tagger(spec, len(read), encoder.config.hidden_size, feature_mode,
+                          bilstm_units, dropout, dtype)
+    encoder.trainable = False  # only the layer weights (weighted sums) and the BiLSTM learn
+    inputs = _inputs((max_seq_length,))
+    mask = keras.Input((max_seq_length,), dtype="int32", name="sentence_mask")
+    outputs = _InferenceMode(encoder, name="frozen_encoder")(inputs)["encoder_outputs"]
+    layers = _PickLayers(read, name="frozen_layers")(outputs)           # [B, T, K, H]
+    logits = tagger({"layers": layers, "sentence_mask": mask})          # [B, T, L]
+    return keras.Model({**inputs, "sentence_mask": mask}, logits, name=spec.name)
 
 
 class _Choices(keras.layers.Layer):
@@ -294,11 +332,57 @@ def train_steps(num_features: int, settings: TrainSettings) -> tuple[int, int]:
     return total, int(total * settings.warmup_proportion)
 
 
+def encode_frozen(checkpoint: Checkpoint, features: dict, settings: TrainSettings,
+                  dtype: Optional[str] = None, cache_dir: Optional[str] = None
+                  ) -> tuple[frozen_features.LayerCache, dict]:
+    """A feature-based run's layers of one split: the layers `settings.feature_mode` reads,
+    of `features` through the checkpoint's encoder once (frozen_features.encode; with
+    cache_dir, from the files an earlier run of any mode wrote there)."""
+    encoder = build_encoder(checkpoint, dtype=dtype)
+    layers = frozen_features.read_layers(settings.feature_mode,
+                                         checkpoint.config.num_hidden_layers)
+    key = {"weights_sha256": weights_sha256(checkpoint.weights),
+           "dtype": encoder.dtype_policy.name}
+    return frozen_features.encode(encoder, features, layers, settings.eval_batch_size,
+                                  settings.length_multiple, cache_dir, key)
+
+
+def _trained_model(spec: TaskSpec, checkpoint: Checkpoint, settings: TrainSettings,
+                   seq_length: Optional[int], dtype: Optional[str],
+                   train_layers: Optional[frozen_features.LayerCache]) -> keras.Model:
+    """The model `fine_tune` trains: encoder + task head, or a feature-based run's tagger."""
+    if settings.feature_mode:
+        return build_tagger(spec, train_layers.num_layers, train_layers.hidden_size,
+                            settings.feature_mode, settings.bilstm_units, settings.dropout,
+                            dtype)
+    return build_model(spec, build_encoder(checkpoint, settings.dropout, dtype), seq_length,
+                       settings.dropout, dtype, settings.head, settings.bilstm_units)
+
+
+def _train_dataset(spec: TaskSpec, train_features: dict, settings: TrainSettings,
+                   train_layers: Optional[frozen_features.LayerCache],
+                   drop_remainder: bool) -> tf.data.Dataset:
+    """Its training batches: of the features, or of a feature-based run's cached layers."""
+    if settings.feature_mode:
+        return frozen_features.train_dataset(train_layers, train_features, settings.batch_size,
+                                             settings.seed, settings.length_multiple,
+                                             drop_remainder)
+    return batching.train_dataset(training_tuple(train_features, spec.kind),
+                                  settings.batch_size, settings.seed, settings.length_multiple,
+                                  drop_remainder)
+
+
 def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
               settings: TrainSettings, max_seq_length: int,
               strategy: Optional[tf.distribute.Strategy] = None,
-              dtype: Optional[str] = None) -> tuple[keras.Model, dict]:
+              dtype: Optional[str] = None,
+              train_layers: Optional[frozen_features.LayerCache] = None
+              ) -> tuple[keras.Model, dict]:
     """Builds the task model from `checkpoint` and trains it with `Model.fit`.
+
+    With settings.feature_mode the model is the tagger (`build_tagger`), trained on the
+    frozen encoder's layers of the training features: `train_layers` (`encode_frozen`;
+    a grid shares them), else encoded here first.
 
     Returns:
         (model, history): history has the loss per epoch, steps, and seconds: building,
@@ -316,15 +400,11 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     num_train_steps, num_warmup_steps = train_steps(num_features, settings)
     # Trimmed batches vary in length: the model takes any (None).
     seq_length = None if settings.length_multiple else max_seq_length
+    if settings.feature_mode and train_layers is None:
+        train_layers, _ = encode_frozen(checkpoint, train_features, settings, dtype)
     began = time.perf_counter()
     with strategy.scope():
-        encoder = build_encoder(checkpoint, settings.dropout, dtype)
-        if settings.feature_mode:
-            model = build_feature_model(spec, encoder, seq_length, settings.feature_mode,
-                                        settings.bilstm_units, settings.dropout, dtype)
-        else:
-            model = build_model(spec, encoder, seq_length, settings.dropout, dtype,
-                                settings.head, settings.bilstm_units)
+        model = _trained_model(spec, checkpoint, settings, seq_length, dtype, train_layers)
         optimizer = create_optimizer(settings.learning_rate, num_train_steps,
                                      num_warmup_steps, weight_decay=settings.weight_decay,
                                      clipnorm=settings.clipnorm,
@@ -332,14 +412,15 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
         compile_model(model, spec.kind, optimizer, settings.run_eagerly, settings.jit_compile)
     build_seconds = time.perf_counter() - began
     # TPUs need static batch shapes: no trimming, the last partial batch dropped.
-    dataset = batching.train_dataset(training_tuple(train_features, spec.kind),
-                                     settings.batch_size, settings.seed,
-                                     settings.length_multiple, drop_remainder=tpu)
+    dataset = _train_dataset(spec, train_features, settings, train_layers, drop_remainder=tpu)
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
                 "lr %g, seed %d, %s", spec.name, num_features, settings.batch_size,
                 settings.epochs, num_train_steps, num_warmup_steps, settings.learning_rate,
                 settings.seed, f"length-bucketed (multiples of {settings.length_multiple})"
                 if settings.length_multiple else f"padded to {max_seq_length}")
+    if settings.feature_mode:
+        logger.info("feature-based (%s): the tagger trains on the cached encoder outputs %s",
+                    settings.feature_mode, train_layers.layers)
     clock = timings.StepClock()
     began = time.perf_counter()
     # shuffle=False: the dataset shuffles itself (seeded, again every epoch).
@@ -354,16 +435,22 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
 
 
 def predict(model: keras.Model, features: dict, batch_size: int, kind: str,
-            length_multiple: int, verbose: int = 1):
+            length_multiple: int, verbose: int = 1,
+            layers: Optional[frozen_features.LayerCache] = None):
     """Model outputs for every feature: logits / scores as numpy ([F, ...]; SQuAD a
     dict of start and end logits [F, T]), in feature order.
 
     Rows run sorted by length in trimmed batches (`batching.predict_by_length`; 0: [B, T]
     batches through Keras's predict, as TPUs need); per-position outputs (span and token
-    kinds) hold PADDING_LOGIT at padding positions.
+    kinds) hold PADDING_LOGIT at padding positions. With `layers` (the features' frozen
+    layers, `encode_frozen`), `model` is a feature-based run's tagger and reads them
+    (frozen_features.predict); its logits are PADDING_LOGIT outside the sentences.
     """
     if len(features["input_ids"]) == 0:
         raise ValueError("nothing to predict: no features")
+    if layers is not None:
+        return frozen_features.predict(model, layers, features, batch_size, length_multiple,
+                                       PADDING_LOGIT, verbose)
     return batching.predict_by_length(model, model_inputs(features), batch_size,
                                       length_multiple, KIND_HEADS[kind].per_token,
                                       PADDING_LOGIT, verbose)

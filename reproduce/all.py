@@ -4,6 +4,7 @@
         [--data_dir D] [--output_dir results] [--work_dir runs] [--dry_run]
     python -m reproduce.all --strategy tpu --tpu my-tpu --scale paper --work_dir gs://b/runs ...
     python -m reproduce.all --strategy cpu --scale paper --rehearse [--runs 'paper.data.*']
+    python -m reproduce.all --strategy cpu --scale cpu --units 1   # one sitting: the next unit
 
 It prints the plan (every run, its settings, an estimated time) and then runs it, one
 project CLI subprocess at a time, in dependency order:
@@ -18,7 +19,9 @@ project CLI subprocess at a time, in dependency order:
     results/tables/                     rebuilt at the end (`python -m reproduce.tables`)
 
 Rerunning skips finished runs whose command, and whose inputs (the runs it reads from),
-are unchanged. A killed run is rerun: the pretraining CLI resumes from its last
+are unchanged. The plan comes in units, one sitting each (a pretraining run and the runs
+that read its exports, which may not survive a move to another machine; reproduce.units):
+--units N runs the next N and stops, so that their records can be committed. A killed run is rerun: the pretraining CLI resumes from its last
 checkpoint, the others restart. A run whose command changed (the plan was edited), or
 whose inputs were redone, starts over in a clean directory (the old one is set aside). Runs whose
 data is missing are recorded as n/a with the reason, and are retried on the next invocation.
@@ -54,6 +57,7 @@ from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
+from reproduce.units import next_units, plan_units, print_units
 
 COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
@@ -80,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "steps and examples), to find bugs before paying for the real run")
     p.add_argument("--keep_work_dir", action="store_true",
                    help="with --rehearse: keep the work dir (deleted when all runs finish)")
+    p.add_argument("--units", type=int, default=None,
+                   help="run only the next N units that are not done (a pretraining run and "
+                        "the runs that read it: one sitting each; reproduce.units), then stop")
     p.add_argument("--dry_run", action="store_true", help="print the plan and stop")
     p.add_argument("--allow_dirty", action="store_true",
                    help="write records into this repository's results/ from a tree with "
@@ -155,9 +162,15 @@ def main(argv=None) -> int:
     statuses = {k: run_status(r, load_record(output_dir, k), output_dir, plan.data_dir)
                 for k, r in plan.runs.items()}
     print_plan(plan, statuses)
+    if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
+        print_units(plan, statuses)
     if args.dry_run:
         print_costs(plan)
         return 0
+    if args.units is not None:
+        plan = next_units(plan, statuses, args.units)
+        print(f"--units {args.units}: {len(plan.runs)} runs of the next unit(s): "
+              f"{', '.join(u.name for u in plan_units(plan))}", flush=True)
 
     signal.signal(signal.SIGTERM, stop_child)
     began = time.time()

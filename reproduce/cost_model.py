@@ -23,6 +23,12 @@ from reproduce.models import shape
 # achieved FLOP/s interpolated log-log between these anchors (small models run at a
 # lower FLOP/s than BERT-Base) and held constant beyond them.
 CPU_TRAIN_EXAMPLES_PER_S = {"tiny": 140.0, "mini": 40.0, "base": 3.0}
+# Pretraining examples/s measured here in mixed_bfloat16 (128 tokens, 20 predictions,
+# batch 32-128; the masked-LM head's vocabulary matmul makes these runs more efficient
+# per FLOP than fine-tuning): Tiny 160 (bert_tf.pretrain_benchmark, 2026-11-25), Mini 57
+# (results/pretraining/README.md). float32 is 1.12x slower (the same benchmark).
+CPU_PRETRAIN_EXAMPLES_PER_S = {"tiny": 160.0, "mini": 57.0}
+CPU_BF16_SPEEDUP = 1.12
 # 2-layer BiLSTM training (batch 32, 128 steps, units 128-384): measured 34-44 GFLOP/s
 # here at load average 6-8, while Tiny/Mini trained at 40-54% of the anchors above; so
 # ~80 GFLOP/s under the anchors' conditions.
@@ -66,6 +72,27 @@ def _anchor_gflops() -> list:
     return sorted(points)
 
 
+def _interpolated(points: list, flops: float) -> float:
+    """GFLOP/s at `flops` per item, log-log between (flops, GFLOP/s) anchors, held
+    constant beyond them."""
+    if flops <= points[0][0]:
+        return points[0][1]
+    for (f0, g0), (f1, g1) in zip(points, points[1:]):
+        if flops <= f1:
+            t = math.log(flops / f0) / math.log(f1 / f0)
+            return math.exp(math.log(g0) + t * (math.log(g1) - math.log(g0)))
+    return points[-1][1]
+
+
+def cpu_pretrain_gflops(flops: float, precision: str) -> float:
+    """GFLOP/s of pretraining sequences of `flops` each on this project's CPU."""
+    points = sorted((f, rate * f / 1e9) for f, rate in (
+        (pretrain_flops(size, "nsp", 128, 20), rate)
+        for size, rate in CPU_PRETRAIN_EXAMPLES_PER_S.items()))
+    gflops = _interpolated(points, flops)
+    return gflops if precision == "mixed_bfloat16" else gflops / CPU_BF16_SPEEDUP
+
+
 def achieved_gflops(strategy: str, flops: float) -> Optional[float]:
     """GFLOP/s expected for work items of `flops` each; None where nothing was measured."""
     if strategy in ACCELERATORS:
@@ -76,14 +103,7 @@ def achieved_gflops(strategy: str, flops: float) -> Optional[float]:
         return _TPU_BASE_EXAMPLES_PER_S * base / 1e9
     if strategy != "cpu":
         return None
-    points = _anchor_gflops()
-    if flops <= points[0][0]:
-        return points[0][1]
-    for (f0, g0), (f1, g1) in zip(points, points[1:]):
-        if flops <= f1:
-            t = math.log(flops / f0) / math.log(f1 / f0)
-            return math.exp(math.log(g0) + t * (math.log(g1) - math.log(g0)))
-    return points[-1][1]
+    return _interpolated(_anchor_gflops(), flops)
 
 
 def seconds_for(strategy: str, examples: float, flops: float) -> Optional[float]:
@@ -106,8 +126,10 @@ def estimate_basis(strategy: str) -> str:
     if strategy == "cpu":
         rates = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
                           sorted(CPU_TRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
-        return (f"this project's 2-core CPU ({rates} training examples/s at 128 tokens), "
-                f"scaled by FLOPs")
+        pretraining = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
+                                sorted(CPU_PRETRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
+        return (f"this project's 2-core CPU (fine-tuning {rates} examples/s at 128 tokens; "
+                f"pretraining {pretraining} in bfloat16), scaled by FLOPs")
     if strategy == "tpu":
         return "the paper's 4 Cloud TPUs (16 chips) for BERT-Base, scaled by FLOPs"
     return f"none measured for {strategy} ('?')"
@@ -119,7 +141,7 @@ def data_seconds(corpus_bytes: int, dupe_factor: int, workers: int) -> float:
     return DATA_STARTUP_S + corpus_bytes * dupe_factor / (CPU_DATA_BYTES_PER_S * workers)
 
 
-def _pretrain_flops(size: str, objective: str, seq: int, predictions: int) -> float:
+def pretrain_flops(size: str, objective: str, seq: int, predictions: int) -> float:
     # LTR predicts every next token; MLM only the masked positions.
     positions = seq - 1 if objective == "ltr" else predictions
     return encoder_flops(size, seq) + lm_head_flops(size, positions)
@@ -128,15 +150,17 @@ def _pretrain_flops(size: str, objective: str, seq: int, predictions: int) -> fl
 def pretrain_seconds(command: PretrainCommand) -> Optional[float]:
     """Training steps, plus the held-out evaluations (forward only: a third of the FLOPs)."""
     c, strategy = command, command.distribution.strategy
-    flops = _pretrain_flops(c.config, c.objective, c.max_seq_length, c.max_predictions_per_seq)
+    flops = pretrain_flops(c.config, c.objective, c.max_seq_length, c.max_predictions_per_seq)
     if c.phase2_fraction:
-        long = _pretrain_flops(c.config, c.objective, c.phase2_seq_length,
+        long = pretrain_flops(c.config, c.objective, c.phase2_seq_length,
                                c.phase2_max_predictions_per_seq)
         flops = (1 - c.phase2_fraction) * flops + c.phase2_fraction * long
     evals = c.num_train_steps // c.eval_every + 1
-    eval_s = seconds_for(strategy, evals * c.eval_steps * c.global_batch_size, flops / 3)
-    train_s = seconds_for(strategy, c.num_train_steps * c.global_batch_size, flops)
-    return _sum(STARTUP_S, train_s, eval_s)
+    examples = c.num_train_steps * c.global_batch_size + evals * c.eval_steps * c.global_batch_size / 3
+    if strategy == "cpu":
+        gflops = cpu_pretrain_gflops(flops, c.distribution.precision)
+        return STARTUP_S + examples * flops / (gflops * 1e9)
+    return _sum(STARTUP_S, seconds_for(strategy, examples, flops))
 
 
 def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
@@ -194,8 +218,8 @@ class Accelerator:
 
 def _large_blend_flops() -> float:
     """Training FLOPs of one BERT-Large sequence in the paper's 90% / 10% mix."""
-    return (0.9 * _pretrain_flops("large", "nsp", 128, 20) +
-            0.1 * _pretrain_flops("large", "nsp", 512, 80))
+    return (0.9 * pretrain_flops("large", "nsp", 128, 20) +
+            0.1 * pretrain_flops("large", "nsp", 512, 80))
 
 
 def _gflops_from_large(seq_per_s_128: float, seq_per_s_512: float) -> float:

@@ -168,7 +168,7 @@ def figure5(planner: Planner) -> None:
             run_id = planner.finetune(FinetuneJob(
                 s.figure5_task, model, s.ablation[s.figure5_task],
                 cells=(Cell("figure5", row, str(step), "accuracy"),),
-                export_step=None if step == s.steps else step))
+                export_step=None if step == s.figure5_steps[-1] else step))
             if run_id:
                 # The last point is the run Tables 5, 6 and 8 planned already: label it.
                 planner.runs[run_id].info["pretrain_step"] = step

@@ -29,8 +29,8 @@ from reproduce import cost_model, models
 from reproduce import paper_numbers as paper
 from reproduce.availability import corpus_bytes, find_data, find_train, missing_data
 from reproduce.commands import (BILSTM_UNITS_DEFAULT, TPU_STEPS_PER_EXECUTION, DataCommand,
-                                FinetuneCommand, PretrainCommand, distribution)
-from reproduce.scales import VOCABS, Finetune, Scale
+                                Distribution, FinetuneCommand, PretrainCommand, distribution)
+from reproduce.scales import VOCABS, Finetune, Pretraining, Scale
 
 PAPER_RATES = paper.PRETRAINING["mask_rates"]  # 80% [MASK], 10% same, 10% random
 SEQ = paper.PRETRAINING["phase1_seq_length"]  # every pretraining run's first phase
@@ -101,16 +101,17 @@ class Plan:
 
     def select(self, tables) -> "Plan":
         """The runs that fill cells of `tables`, and everything they need."""
-        return self._with_needs([r.run_id for r in self.runs.values()
-                                 if set(r.tables) & set(tables)])
+        return self.subset([r.run_id for r in self.runs.values()
+                            if set(r.tables) & set(tables)])
 
     def select_runs(self, patterns) -> "Plan":
         """The runs whose id matches one of the shell-style `patterns`, and everything
         they need ("paper.finetune.large-nsp.mrpc", "*.squad2.0-main")."""
-        return self._with_needs([k for k in self.runs
-                                 if any(fnmatch.fnmatchcase(k, p) for p in patterns)])
+        return self.subset([k for k in self.runs
+                            if any(fnmatch.fnmatchcase(k, p) for p in patterns)])
 
-    def _with_needs(self, run_ids: list) -> "Plan":
+    def subset(self, run_ids: list) -> "Plan":
+        """These runs and everything they need, in plan order."""
         keep = set()
         stack = list(run_ids)
         while stack:
@@ -265,30 +266,36 @@ class Planner:
                 phase2_seq_length=LONG_SEQ, phase2_max_predictions_per_seq=PREDICTIONS[LONG_SEQ],
                 phase2_fraction=round(1 - paper.PRETRAINING["phase1_fraction"], 6))
         name = f"{size}-{objective}" + _suffix(rates, vocab)
+        recipe = s.pretraining_for(size)
         command = PretrainCommand(
             config=size, objective=objective,
             train_files=os.path.join(self.runs[data].out_dir, "part-*"),
             vocab_file=os.path.join(self.data_dir, VOCABS[vocab]),
             model_dir=self._path(self._id("pretrain", name)),
-            distribution=distribution(self.strategy, self.tpu, PretrainCommand.MODULE),
-            global_batch_size=s.batch_size, num_train_steps=s.steps,
-            learning_rate=s.learning_rate, num_warmup_steps=s.warmup_steps,
+            distribution=self._pretrain_distribution(recipe),
+            global_batch_size=recipe.batch_size, num_train_steps=recipe.steps,
+            learning_rate=recipe.learning_rate, num_warmup_steps=recipe.warmup_steps,
             max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS[SEQ],
-            save_checkpoints_steps=s.checkpoint_every,
+            save_checkpoints_steps=recipe.checkpoint_every,
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
-            eval_every=s.eval_every, eval_steps=s.eval_steps, log_every=s.log_every,
+            eval_every=recipe.eval_every, eval_steps=s.eval_sequences // recipe.batch_size, log_every=s.log_every,
             **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
             steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None)
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
                           "hidden": hidden, "heads": heads,
                           "parameters": models.parameters(size), "objective": objective,
-                          "mask_rates": list(rates), "vocab": vocab, "steps": s.steps,
-                          "batch_size": s.batch_size}}
+                          "mask_rates": list(rates), "vocab": vocab, "steps": recipe.steps,
+                          "batch_size": recipe.batch_size}}
         return self.add(Run(self._id("pretrain", name), "pretrain", command.MODULE,
                             command.argv(), command.model_dir, needs=tuple(needs),
                             cells=tuple(cells), info=info,
                             estimate_s=cost_model.pretrain_seconds(command), config=command))
+
+    def _pretrain_distribution(self, recipe: Pretraining) -> Distribution:
+        """The strategy's, at the recipe's precision where it sets one."""
+        chosen = distribution(self.strategy, self.tpu, PretrainCommand.MODULE)
+        return dataclasses.replace(chosen, precision=recipe.precision or chosen.precision)
 
     def _export_steps(self, size, objective, rates, vocab) -> tuple:
         """Intermediate exports for Figure 5: the ablation model's MLM and LTR runs. Known
@@ -298,7 +305,7 @@ class Planner:
         if (size, rates, vocab) != (s.ablation_size, PAPER_RATES, "uncased") or \
                 objective not in ("nsp", "ltr"):
             return ()
-        return tuple(step for step in s.figure5_steps if step < s.steps)
+        return tuple(step for step in s.figure5_steps if step < s.pretraining_for(size).steps)
 
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, job: FinetuneJob) -> Optional[str]:

@@ -29,9 +29,12 @@ from reproduce.report import duration
 # Small outputs copied next to the record (globs relative to the run's output directory).
 KEEP = {
     "data": ("metadata.json",),
-    "pretrain": ("metrics.csv", "eval_results.json", "pretrain_config.json"),
+    "pretrain": ("metrics.csv", "eval_results.json", "pretrain_config.json",
+                 "heldout_losses.tsv"),
+    # restarts/: every restart's dev predictions and the gold labels, for the
+    # bootstrap intervals of reproduce.statistics
     "finetune": ("metrics.json", "*_predictions.tsv", "predictions.json", "null_odds.json",
-                 "submission/*.tsv"),
+                 "submission/*.tsv", "restarts/*/*"),
 }
 RESULT_FILE = {"data": "metadata.json", "pretrain": "eval_results.json",
                "finetune": "metrics.json"}
@@ -236,6 +239,59 @@ def _collect(run: Run, files_dir: str) -> tuple:
     return metrics, result, copied
 
 
+def _outputs_present(run: Run) -> bool:
+    """Whether what later runs read from a finished run is still in its directory."""
+    if run.stage == "data":
+        return _Files.exists(os.path.join(run.out_dir, "metadata.json"))
+    if run.stage == "pretrain":
+        steps = run.config.export_steps if run.config is not None else ()
+        return all(_Files.isdir(os.path.join(run.out_dir, name))
+                   for name in ["export"] + [f"export_{step}" for step in steps])
+    return True  # no run reads a fine-tuning run's outputs
+
+
+def outputs_to_remake(plan: Plan, output_dir: str) -> dict:
+    """{run_id: "restore" | "rerun"} for finished runs whose outputs are gone (another
+    machine, a cleaned work dir) while a run of the plan that is not finished reads them.
+
+    Data runs are deterministic: "restore" runs the command again and checks it made
+    what the record says, leaving the record (and so every run made from it) as it is.
+    A pretraining run is not bit-reproducible: "rerun" pretrains again, and the runs
+    made from its old model become "changed" and are redone (`reproduce.units`).
+    """
+    status = {k: run_status(r, load_record(output_dir, k), output_dir, plan.data_dir)
+              for k, r in plan.runs.items()}
+    remake, grew = {}, True
+    while grew:  # a pretraining run redone needs its data again, and so on
+        grew = False
+        for run_id in [k for k, s in status.items() if s not in ("finished", "n/a") or k in remake]:
+            for need in plan.runs[run_id].needs:
+                run = plan.runs[need]
+                if need not in remake and status[need] == "finished" and not _outputs_present(run):
+                    remake[need] = "restore" if run.stage == "data" else "rerun"
+                    grew = True
+    return remake
+
+
+def restore(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool) -> str:
+    """Reruns a finished data run's command to get its shards back; "finished" if it
+    made as many instances as the record says, else "failed" (the record is kept)."""
+    record = load_record(output_dir, run.run_id)
+    log_path = os.path.join(os.path.dirname(record_path(output_dir, run.run_id)), "log.txt")
+    returncode = _stream(run.module, run.args, log_path, _child_env(data_dir), echo,
+                         plan.data_dir)
+    try:
+        made = json.loads(_Files.read(os.path.join(run.out_dir, RESULT_FILE["data"])))
+    except (OSError, ValueError):
+        made = {}
+    recorded = (record.get("metrics") or {}).get("num_instances")
+    if returncode == 0 and made.get("num_instances") == recorded:
+        return "finished"
+    print(f"--- {run.run_id}: restoring its outputs failed (exit {returncode}; "
+          f"{made.get('num_instances')} instances, the record says {recorded})", flush=True)
+    return "failed"
+
+
 # ------------------------------------------------------------------------ running
 def executed_argv(run: Run) -> tuple:
     """The flags a run executes with: the plan's, plus --overwrite for a fine-tuning run
@@ -303,7 +359,11 @@ def _record_unavailable(run: Run, plan: Plan, record: Optional[dict], output_dir
 
 def _start(run: Run, plan: Plan, status: str, output_dir: str, data_dir: str,
            echo: bool) -> str:
-    """Runs a todo / rerun / changed run; returns its final status."""
+    """Runs a todo / rerun / changed / restore run; returns its final status."""
+    if status == "restore":
+        print(f"--- {run.run_id}: finished, but its outputs are gone: making them again "
+              f"({run.command})", flush=True)
+        return restore(run, plan, output_dir, data_dir, echo)
     if status == "changed" and _Files.isdir(run.out_dir):
         # Its outputs (checkpoints above all) belong to another command: set aside,
         # not deleted, in case the change was a mistake.
@@ -322,11 +382,11 @@ def _start(run: Run, plan: Plan, status: str, output_dir: str, data_dir: str,
     return record["status"]
 
 
-def _settle(run: Run, plan: Plan, final: dict, output_dir: str) -> tuple:
+def _settle(run: Run, plan: Plan, final: dict, output_dir: str, remake: dict) -> tuple:
     """(final status, None) for a run that needs no process (finished, n/a, blocked by a
-    run it needs); (None, its run_status) for one that must run."""
+    run it needs); (None, its run_status or `remake`'s word) for one that must run."""
     record = load_record(output_dir, run.run_id)
-    status = run_status(run, record, output_dir, plan.data_dir)
+    status = remake.get(run.run_id) or run_status(run, record, output_dir, plan.data_dir)
     blocked = [n for n in run.needs if final.get(n) != "finished"]
     if status == "finished":
         _relabel(run, plan, record, output_dir)
@@ -362,12 +422,13 @@ def run_plan(plan: Plan, output_dir: str, data_dir: str, echo: bool = True,
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     final, pending, running = {}, list(plan.runs.values()), {}
+    remake = outputs_to_remake(plan, output_dir)
     waits = lambda run: any(n in plan.runs and n not in final for n in run.needs)
     echo = echo and jobs == 1
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         while pending or running:
             for run in [r for r in pending if not waits(r)]:
-                settled, status = _settle(run, plan, final, output_dir)
+                settled, status = _settle(run, plan, final, output_dir, remake)
                 if settled is None:
                     alone = _runs_alone(run) or any(map(_runs_alone, running.values()))
                     if len(running) >= jobs or (alone and running):

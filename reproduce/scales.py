@@ -39,6 +39,27 @@ class Finetune:
 
 
 @dataclasses.dataclass(frozen=True)
+class Pretraining:
+    """The pretraining of one model size at a scale: the same for every objective and
+    masking of that size, so that Tables 5 and 8 compare at equal budget.
+
+    Args:
+        steps, batch_size: optimizer steps of batch_size sequences.
+        learning_rate, warmup_steps: the peak rate, reached by a linear warmup over
+            warmup_steps, then decayed linearly to 0.
+        checkpoint_every, eval_every: steps between checkpoints and held-out evaluations.
+        precision: bert_tf.pretrain's --precision; None: its default (float32).
+    """
+    steps: int
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    checkpoint_every: int
+    eval_every: int
+    precision: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Scale:
     """Everything that differs between `paper`, `cpu` and `smoke`.
 
@@ -46,14 +67,16 @@ class Scale:
         name, description: for the printed plan.
         train_corpus, heldout_corpus: globs under DATA_DIR/pretraining.
         dupe_factor, data_workers: create_pretraining_data settings.
-        steps, batch_size, learning_rate, warmup_steps: pretraining budget, the same for
-            every pretraining run of the scale (Table 5 and Table 8 compare at equal budget).
+        pretraining: the pretraining of every model size (`Pretraining`) but those in
+            size_pretraining (size name -> `Pretraining`).
         phase2: the paper's last 10% of steps at 512 tokens.
-        checkpoint_every, eval_every, eval_steps, log_every: pretraining bookkeeping.
+        eval_sequences: held-out sequences per evaluation (the same for every size, so
+            that their per-sequence losses pair up); log_every: steps between log lines.
         ablation_size: the model of Tables 5 and 8 and Figure 5.
         table6_sizes: the sizes of Table 6 (bert_tf.config.SIZES names).
         mask_rows: Table 8 rows (labels of paper_numbers.TABLE8_RATES).
-        figure5_steps: pretraining steps at which Figure 5 fine-tunes; the last is `steps`.
+        figure5_steps: pretraining steps at which Figure 5 fine-tunes; the last is the
+            ablation size's last step.
         figure5_task: the downstream task of Figure 5 (MNLI in the paper).
         main_models: paper row ("BERT-BASE", "BERT-LARGE") -> size pretrained by this
             plan, or None for the default shipped checkpoint (Tables 1-4 and 7).
@@ -77,14 +100,9 @@ class Scale:
     heldout_corpus: tuple
     dupe_factor: int
     data_workers: int
-    steps: int
-    batch_size: int
-    learning_rate: float
-    warmup_steps: int
+    pretraining: Pretraining
     phase2: bool
-    checkpoint_every: int
-    eval_every: int
-    eval_steps: int
+    eval_sequences: int
     log_every: int
     ablation_size: str
     table6_sizes: tuple
@@ -101,6 +119,20 @@ class Scale:
     large_restarts: int = 1
     squad2_from_squad1: bool = False
     feature_rows: tuple = tuple(paper.TABLE7_FEATURE_MODES)
+    size_pretraining: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for size, recipe in [("every size", self.pretraining), *self.size_pretraining.items()]:
+            if self.eval_sequences % recipe.batch_size:
+                raise ValueError(f"{self.name}: eval_sequences {self.eval_sequences} is not "
+                                 f"a multiple of the batch size of {size}")
+        last = self.pretraining_for(self.ablation_size).steps
+        if self.figure5_steps[-1] != last or any(s > last for s in self.figure5_steps):
+            raise ValueError(f"{self.name}: figure5_steps {self.figure5_steps} must end at "
+                             f"the {self.ablation_size} run's last step ({last})")
+
+    def pretraining_for(self, size: str) -> Pretraining:
+        return self.size_pretraining.get(size, self.pretraining)
 
 
 # The paper's held-out split of this project's corpus (data README): two Wikipedia files.
@@ -116,10 +148,12 @@ PAPER = Scale(
     description="the paper's settings: BERT-Base/Large, 1M steps x 256, fine-tuning grids",
     train_corpus=TRAIN, heldout_corpus=HELDOUT,
     dupe_factor=paper.PRETRAINING["dupe_factor"], data_workers=16,
-    steps=paper.PRETRAINING["num_train_steps"], batch_size=paper.PRETRAINING["batch_size"],
-    learning_rate=paper.PRETRAINING["learning_rate"],
-    warmup_steps=paper.PRETRAINING["num_warmup_steps"], phase2=True,
-    checkpoint_every=10_000, eval_every=50_000, eval_steps=100, log_every=1000,
+    pretraining=Pretraining(
+        steps=paper.PRETRAINING["num_train_steps"], batch_size=paper.PRETRAINING["batch_size"],
+        learning_rate=paper.PRETRAINING["learning_rate"],
+        warmup_steps=paper.PRETRAINING["num_warmup_steps"],
+        checkpoint_every=10_000, eval_every=50_000),
+    phase2=True, eval_sequences=25_600, log_every=1000,
     ablation_size="base",
     table6_sizes=tuple(name for _, name in paper.TABLE6_SIZES.values()),
     mask_rows=tuple(paper.TABLE8_RATES),
@@ -143,40 +177,55 @@ PAPER = Scale(
 )
 
 # ---------------------------------------------------------------------------- cpu scale
-# One 2-core machine, ~3.5 hours estimated (`python -m reproduce.all --scale cpu --dry_run`
-# prints the breakdown). Why each setting is what it is (model sizes, the pretraining
-# budget, learning rates, training-set caps, the BiLSTM width), with the measurements
-# behind it: results/README.md, "The cpu scale's design".
+# One 2-core machine, in sittings of about 2.5 hours (`reproduce.units`): each pretraining
+# run (100 minutes) with its fine-tuning, then the shipped checkpoint's fine-tuning.
+# `python -m reproduce.all --scale cpu --dry_run` prints the runs and the units. Why each
+# setting is what it is, with the measurements behind it: results/README.md, "The cpu
+# scale's design", and the pretraining recipe search in results/pretraining/recipe_search.
 _CPU_MAIN = {task: Finetune(learning_rates=(1e-4,), max_train_examples=1000)
              for task in ("cola", "sst2", "stsb", "qqp", "qnli", "swag", "mrpc", "rte")}
 _CPU_MAIN.update({
     "wnli": Finetune(learning_rates=(1e-4,)),
     "mnli": Finetune(learning_rates=(1e-4,), max_train_examples=1000, max_eval_examples=1000),
-    "conll2003": Finetune(learning_rates=(1e-4,), max_train_examples=1000,
-                          max_eval_examples=1000),
+    # Table 7's claims (fine-tuning > feature-based > embeddings) are findings: full
+    # CoNLL-2003, 3 restarts.
+    "conll2003": Finetune(learning_rates=(1e-4,), seeds=3),
     "squad1.1": Finetune(learning_rates=(1e-4,), max_train_examples=1500,
                          max_eval_examples=1000),
     "squad2.0": Finetune(learning_rates=(1e-4,), max_train_examples=1500,
                          max_eval_examples=1000)})
-_CPU_ABLATION = {task: Finetune(learning_rates=(1e-4,), max_train_examples=2000)
-                 for task in ("qnli", "sst2", "conll2003")}
-_CPU_ABLATION.update({
-    "mnli": Finetune(learning_rates=(1e-4,), max_train_examples=2000, max_eval_examples=2000),
-    "mrpc": Finetune(learning_rates=(1e-4,), seeds=2),
-    "squad1.1": Finetune(learning_rates=(1e-4,), max_train_examples=1000,
-                         max_eval_examples=1000)})
+# The ablation models' tasks carry the findings (results/tables/findings.md): 3 restarts
+# each, whole training sets where a Tiny fine-tuning affords them, whole dev sets.
+_CPU_ABLATION = {
+    "mnli": Finetune(learning_rates=(1e-4,), seeds=3),  # the 20k-pair train sample, all
+    "qnli": Finetune(learning_rates=(1e-4,), seeds=3),
+    "mrpc": Finetune(learning_rates=(1e-4,), seeds=3),
+    "sst2": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=20_000),
+    "squad1.1": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=10_000),
+    "conll2003": Finetune(learning_rates=(1e-4,), seeds=3),
+}
+# Pretraining: what the recipe search found for Tiny (results/pretraining/recipe_search):
+# 100 minutes at ~160 sequences/s in mixed_bfloat16 (this CPU has AMX; on one without it
+# bfloat16 is slower than float32). Every objective and masking of a size gets the same.
+_TINY_RECIPE = Pretraining(steps=15_000, batch_size=64, learning_rate=4e-3, warmup_steps=300,
+                           checkpoint_every=1500, eval_every=1500, precision="mixed_bfloat16")
+# Mini in the same 100 minutes (~57 sequences/s: a third of Tiny's sequences), at half
+# Tiny's learning rate per sequence of batch (wider models take lower rates). Not searched
+# yet: its first 100-minute run is the check.
+_MINI_RECIPE = Pretraining(steps=10_000, batch_size=32, learning_rate=2e-3, warmup_steps=300,
+                           checkpoint_every=1000, eval_every=1000, precision="mixed_bfloat16")
 CPU = Scale(
     name="cpu",
-    description="one 2-core CPU machine: MiniLM for Tables 1, 2, 3, 7; Tiny/Mini "
-                "pretrained 1000 x 32 for Tables 5, 6, 8 and Figure 5",
+    description="one 2-core CPU machine: MiniLM for Tables 1, 2, 3, 7; Tiny and Mini "
+                "pretrained 100 minutes each for Tables 5, 6, 8 and Figure 5",
     train_corpus=TRAIN, heldout_corpus=HELDOUT,
-    # One pass over ~145 MB gives ~300k sequences, more than 1000 x 32: no epoch repeats.
+    # One pass over ~145 MB gives ~300k sequences; Tiny's 100 minutes read ~3 passes.
     dupe_factor=1, data_workers=2,
-    steps=1000, batch_size=32, learning_rate=3e-4, warmup_steps=100, phase2=False,
-    checkpoint_every=500, eval_every=500, eval_steps=50, log_every=50,
+    pretraining=_TINY_RECIPE, size_pretraining={"mini": _MINI_RECIPE},
+    phase2=False, eval_sequences=2560, log_every=100,
     ablation_size="tiny", table6_sizes=("tiny", "mini"),
     mask_rows=("80/10/10", "100/0/0", "0/0/100"),
-    figure5_steps=(500, 1000), figure5_task="mnli",
+    figure5_steps=(1500, 4500, 15_000), figure5_task="mnli",
     main_models={"BERT-BASE": None},
     ner_cased=False,  # the shipped checkpoint is uncased
     tasks=None,
@@ -200,8 +249,9 @@ SMOKE = Scale(
     train_corpus=("gutenberg/pg1080.txt", "gutenberg/pg1952.txt"),
     heldout_corpus=("gutenberg/pg7256.txt",),
     dupe_factor=1, data_workers=1,
-    steps=10, batch_size=8, learning_rate=1e-4, warmup_steps=2, phase2=False,
-    checkpoint_every=5, eval_every=5, eval_steps=2, log_every=5,
+    pretraining=Pretraining(steps=10, batch_size=8, learning_rate=1e-4, warmup_steps=2,
+                            checkpoint_every=5, eval_every=5),
+    phase2=False, eval_sequences=16, log_every=5,
     ablation_size="tiny", table6_sizes=("tiny",),
     mask_rows=("80/10/10", "100/0/0"),
     figure5_steps=(5, 10), figure5_task="mrpc",

@@ -3,13 +3,16 @@
     python -m reproduce.tables [--output_dir results]
 
 Reads OUTPUT_DIR/runs/*/record.json (`reproduce.records`, written as `reproduce.all`
-runs the plan), gathers every cell into one frame (`cells_frame`) and writes
+runs the plan) and the per-example outputs copied beside them, gathers every cell into
+one frame (`cells_frame`) with its bootstrap interval (`reproduce.statistics`) and writes
 OUTPUT_DIR/tables/:
-  <table>.csv    one row per cell and scale: ours (mean, std, seeds, best run), the
-                 paper's number, the difference, status, model, notes, run id
+  <table>.csv    one row per cell and scale: ours (mean, std, seeds, 95% interval, best
+                 run), the paper's number, the difference, status, model, notes, run id
   <table>.md     the paper's layout, each cell "ours / paper (diff)", ours as
-                 mean +- std over fine-tuning restarts; a missing result is
-                 "n/a (reason)", never a number
+                 mean [95% interval] +- std over fine-tuning restarts; a missing result
+                 is "n/a (reason)", never a number
+  findings.md, findings.csv   each claim of the paper tested on our cells
+                 (`reproduce.findings`)
   table6.png     held-out MLM perplexity and dev accuracy against model size
   figure5.png    downstream accuracy against pretraining steps, MLM vs LTR
                  (both plots: `reproduce.plots`)
@@ -31,10 +34,12 @@ import pandas as pd
 
 from bert_tf import files, provenance
 from bert_tf.cli import run_main
+from reproduce import findings, plots
 from reproduce import paper_numbers as paper
-from reproduce import plots
+from reproduce import statistics
 from reproduce.experiments import TABLES
 from reproduce.records import load_records, record_path
+from reproduce.statistics import seed_statistics
 
 EXTRA_COLUMNS = {"table1": ("WNLI",)}  # measured, not in the paper's table
 NOTES = {
@@ -53,30 +58,16 @@ NOTES = {
     "figure5": paper.FIGURE5_NOTE,
 }
 PERPLEXITY = "perplexity"
+CELL_LEGEND = (f"Cells: ours / paper (ours - paper). Ours: mean [{statistics.CONFIDENCE:.0%} "
+               f"interval] ± std (n = fine-tuning restarts at the learning rate picked on "
+               f"dev). The interval is a percentile bootstrap over dev examples "
+               f"({statistics.RESAMPLES:,} resamples, the same examples for every "
+               f"restart, the statistic their mean: reproduce/statistics.py); a cell "
+               f"without one has no per-example outputs in its record (ci_note in the "
+               f"csv says why).")
 
 
 # --------------------------------------------------------------------------- reading
-def _number(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else math.nan
-
-
-def seed_statistics(record: dict, metric: str) -> tuple:
-    """(mean, std, restarts, best run's value) of one metric of a finished record.
-
-    Fine-tuning: over the restarts at the learning rate picked on dev (glue_suite's grid
-    summary); other stages: the single value, std 0.
-    """
-    best = _number((record.get("metrics") or {}).get(metric))
-    grid = (record.get("result") or {}).get("grid") or {}
-    for group in grid.get("by_learning_rate", []):
-        if group.get("learning_rate") == grid.get("best_learning_rate"):
-            mean = _number(group.get("mean", {}).get(metric))
-            if not math.isnan(mean):
-                return mean, _number(group.get("std", {}).get(metric)), int(group["runs"]), best
-    return best, 0.0, 1, best
-
-
 def _model_label(info: dict) -> str:
     model = (info or {}).get("model") or {}
     label = model.get("label", "?")
@@ -98,8 +89,20 @@ def _reason(record: dict) -> str:
     return record.get("reason") or status or "?"
 
 
-def cells_frame(records: list) -> pd.DataFrame:
-    """One row per (scale, table, row, column) that some record fills."""
+def _interval(estimate: Optional[statistics.Estimate]) -> tuple:
+    """(low, high, why there is none) of a cell's estimate."""
+    if estimate is None:
+        return math.nan, math.nan, "not finished"
+    low, high = estimate.interval()
+    if math.isnan(low) and not estimate.reason:
+        return low, high, "the metric is undefined on some resamples"
+    return low, high, estimate.reason
+
+
+def cells_frame(records: list, estimates: Optional[dict] = None) -> pd.DataFrame:
+    """One row per (scale, table, row, column) that some record fills; `estimates`
+    (`statistics.estimate_records`) give the intervals, absent: none."""
+    estimates = estimates or {}
     rows = []
     for record in records:
         info = record.get("info") or {}
@@ -114,10 +117,12 @@ def cells_frame(records: list) -> pd.DataFrame:
                 status, reason = "missing", f"no {cell['metric']} in the run's metrics"
             else:
                 status, reason = ("ok", "") if finished else ("unavailable", _reason(record))
+            low, high, ci_note = _interval(estimates.get((record.get("run_id"), cell["metric"])))
             rows.append({
                 "scale": record.get("scale"), "table": cell["table"], "row": cell["row"],
                 "column": cell["column"], "metric": cell["metric"], "status": status,
-                "ours": mean, "std": std, "seeds": n, "best_run": best,
+                "ours": mean, "std": std, "seeds": n, "ci_low": low, "ci_high": high,
+                "ci_note": ci_note if finished else "", "best_run": best,
                 "paper": number.value if number else math.nan,
                 "paper_split": number.split if number else "",
                 "diff": mean - number.value if number else math.nan,
@@ -130,7 +135,8 @@ def cells_frame(records: list) -> pd.DataFrame:
                 "wall_seconds": record.get("wall_seconds"),
             })
     columns = ["scale", "table", "row", "column", "metric", "status", "ours", "std", "seeds",
-               "best_run", "paper", "paper_split", "diff", "reason", "model", "parameters",
+               "ci_low", "ci_high", "ci_note", "best_run", "paper", "paper_split", "diff",
+               "reason", "model", "parameters",
                "size", "task", "pretrain_step", "degenerate", "notes", "run_id", "wall_seconds"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -143,15 +149,18 @@ def _fmt(value: float, metric: str) -> str:
 def format_cell(ours: Optional[pd.Series], paper_value: Optional[float],
                 reference: Optional[float] = None, metric: str = "",
                 row_run: bool = True) -> str:
-    """'84.1 ± 0.3 (n=3) / 84.4 (-0.3)'; 'n/a (no QQP data) / 71.2'; a reference (not
-    the paper's own number) is marked †; runs that predicted one class for every dev
-    example are flagged."""
+    """'84.1 [83.2, 85.0] ± 0.3 (n=3) / 84.4 (-0.3)' (mean [95% interval] ± std over
+    restarts; no interval without per-example outputs); 'n/a (no QQP data) / 71.2'; a
+    reference (not the paper's own number) is marked †; runs that predicted one class for
+    every dev example are flagged."""
     if ours is None:
         left = "n/a (not run)" if row_run else "–"  # "–": this row is not at this scale
     elif ours["status"] != "ok":
         left = f"n/a ({ours['reason']})"
     else:
         left = _fmt(ours["ours"], metric)
+        if not math.isnan(ours.get("ci_low", math.nan)):
+            left += f" [{_fmt(ours['ci_low'], metric)}, {_fmt(ours['ci_high'], metric)}]"
         if ours["seeds"] > 1:
             left += f" ± {_fmt(ours['std'], metric)} (n={ours['seeds']})"
         if ours.get("degenerate"):
@@ -188,6 +197,7 @@ def table_markdown(table: str, cells: pd.DataFrame, runs: pd.DataFrame) -> str:
     lines = [f"# {paper.TITLES[table]}", ""]
     if table in NOTES:
         lines += [NOTES[table], ""]
+    lines += [CELL_LEGEND, ""]
     if cells.empty:
         return "\n".join(lines + ["No runs recorded for this table yet.", ""])
     for scale, group in cells.groupby("scale", sort=False):
@@ -341,7 +351,8 @@ def build_tables(output_dir: str) -> list:
     records = load_records(output_dir)
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
-    cells = cells_frame(records)
+    estimates = statistics.estimate_records(records, output_dir)
+    cells = cells_frame(records, estimates)
     runs = runs_frame(records)
     written = []
     for table in TABLES:
@@ -354,6 +365,7 @@ def build_tables(output_dir: str) -> list:
         written.append("table6.png")
     if plots.plot_figure5(cells[cells["table"] == "figure5"], os.path.join(tables_dir, "figure5.png")):
         written.append("figure5.png")
+    written += findings.write_findings(cells, estimates, tables_dir)
     written += collect_glue_submission(records, output_dir)
     _write_csv(runs, os.path.join(tables_dir, "runs.csv"))
     files.write_text(os.path.join(tables_dir, "runs.md"), _runs_markdown(runs))

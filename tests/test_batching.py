@@ -165,7 +165,9 @@ def test_feature_model_gives_the_same_outputs_trimmed(checkpoint):
     model = finetune.build_feature_model(TASKS["conll2003"], encoder, None,
                                          heads.FEATURE_MODES[0], bilstm_units=8, dropout=0.0)
     features = padded_rows(4)
-    inputs = finetune.model_inputs(features)
+    # The sentence: every real token but [CLS].
+    inputs = {**finetune.model_inputs(features), "sentence_mask": features["input_mask"].copy()}
+    inputs["sentence_mask"][:, 0] = 0
     length = int(batching.row_lengths(features["input_mask"]).max())
     mask = features["input_mask"][:, :length].astype(bool)
     full = np.asarray(model(inputs))[:, :length][mask]

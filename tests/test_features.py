@@ -169,12 +169,15 @@ def test_ner_labels_on_first_pieces_with_document_context(tokenizer):
     assert features["labels"][1, 2:5].tolist() == [labels.index("B-PER"), 0,
                                                    labels.index("B-ORG")]
     assert features["word_index"][1].tolist() == [-1, -1, 0, 1, 2, -1, -1, -1]
+    # The sentence's own pieces, "##s" included; its context and [CLS]/[SEP] are not.
+    assert features["sentence_mask"][1].tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
     # At the document's start and end the window shifts to stay full.
     assert decode(features["input_ids"][0]) == [
         "[CLS]", "the", "dog", "runs", "john", "sees", "dog", "[SEP]"]
     assert decode(features["input_ids"][2]) == [
         "[CLS]", "john", "sees", "dog", "##s", "in", "paris", "[SEP]"]
     assert features["word_index"][2].tolist() == [-1] * 5 + [0, 1, -1]
+    assert features["sentence_mask"][2].tolist() == [0] * 5 + [1, 1, 0]
     # The next document is not context: "she walks" stands alone.
     assert decode(features["input_ids"][3]) == ["[CLS]", "she", "walks", "[SEP]"]
 
@@ -185,6 +188,7 @@ def test_ner_sentence_longer_than_a_window_is_split(tokenizer):
         ["[CLS]", "john", "sees", "dog", "[SEP]"], ["[CLS]", "##s", "[SEP]"]]
     assert features["label_weights"].sum() == 3  # every word labelled exactly once
     assert features["word_index"][0].tolist() == [-1, 0, 1, 2, -1]
+    assert features["sentence_mask"].tolist() == [[0, 1, 1, 1, 0], [0, 1, 0, 0, 0]]
 
 
 # ---------------------------------------------------------------------------------------

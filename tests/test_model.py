@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from bert_tf import heads as H
 from bert_tf.attention import SelfAttention, attention_mask
@@ -150,13 +151,21 @@ def test_heads_shapes():
     assert H.MultipleChoiceHead(3)(pooled).shape == (1, 3)
     assert H.BiLSTMHead(5, units=8)(seq, inputs["input_mask"]).shape == (3, 10, 5)
     assert H.BiLSTMHead(5, units=8, per_token=False)(seq, inputs["input_mask"]).shape == (3, 5)
-    for mode, width in [("embeddings", 16), ("second_to_last", 16), ("last", 16),
-                        ("weighted_sum_last_four", 16), ("concat_last_four", 64),
-                        ("weighted_sum_all", 16)]:
-        layers = out["encoder_outputs"] + out["encoder_outputs"][1:]  # 5 layers
-        assert H.FeatureCombiner(mode)(layers).shape == (3, 10, width)
-    np.testing.assert_array_equal(H.FeatureCombiner("second_to_last")(out["encoder_outputs"]),
-                                  out["encoder_outputs"][-2])
+    outputs = out["encoder_outputs"] + out["encoder_outputs"][1:]  # 5 layers
+    for mode, read, width in [("embeddings", (0,), 16), ("second_to_last", (3,), 16),
+                              ("last", (4,), 16), ("weighted_sum_last_four", (1, 2, 3, 4), 16),
+                              ("concat_last_four", (1, 2, 3, 4), 64),
+                              ("weighted_sum_all", (0, 1, 2, 3, 4), 16)]:
+        assert H.feature_layers(mode, len(outputs)) == read
+        stacked = ops.stack([outputs[i] for i in read], axis=2)  # [B, T, K, H]
+        features = H.FeatureCombiner(mode)(stacked)
+        assert features.shape == (3, 10, width)
+        if mode == "concat_last_four":  # each token's four layers, one after another
+            np.testing.assert_array_equal(features[..., 16:32], outputs[2])
+        elif not mode.startswith("weighted_sum"):
+            np.testing.assert_array_equal(features, outputs[read[0]])
+    # Fewer than four blocks: the "last four" modes read all L + 1 outputs.
+    assert H.feature_layers("concat_last_four", 3) == (0, 1, 2)
 
 
 def test_masked_lm_decoder_is_tied_to_token_embeddings():

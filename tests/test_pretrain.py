@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 
 # MirroredStrategy needs two devices: split the CPU before TensorFlow initialises it.
@@ -35,7 +36,8 @@ from bert_tf import distribute  # noqa: E402
 from bert_tf.checkpoints import read_checkpoint  # noqa: E402
 from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
 from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
-from bert_tf.pretraining_dataset import instance_to_example  # noqa: E402
+from bert_tf.plateau import unigram_entropy  # noqa: E402
+from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset  # noqa: E402
 from bert_tf.pretraining_instances import Instance  # noqa: E402
 from bert_tf.trainer import Trainer  # noqa: E402
 
@@ -100,7 +102,7 @@ def cli_args(config):
                  "num_train_steps", "num_warmup_steps", "max_seq_length",
                  "max_predictions_per_seq", "learning_rate", "save_checkpoints_steps",
                  "keep_checkpoints", "log_every", "seed", "eval_files", "eval_steps",
-                 "eval_every", "dropout"):
+                 "eval_every", "dropout", "plateau_check_steps"):
         value = getattr(config, name)
         if value is not None:
             args += [f"--{name}", str(value)]
@@ -139,7 +141,8 @@ def full_run(data, tmp_path_factory):
     config = make_config(data, tmp_path_factory.mktemp("full_run"), num_train_steps=30,
                          num_warmup_steps=3, learning_rate=5e-3, dropout=None, log_every=5,
                          save_checkpoints_steps=5, keep_checkpoints=3,
-                         eval_files=f"{data}/eval.tfrecord", eval_steps=2, eval_every=10)
+                         eval_files=f"{data}/eval.tfrecord", eval_steps=2, eval_every=10,
+                         plateau_check_steps=20)
     final = pretrain(config, tf.distribute.OneDeviceStrategy("/cpu:0"), command="test",
                      log=lambda line: None)
     return config, final
@@ -164,6 +167,16 @@ def test_training_learns_and_writes_metrics_tensorboard_and_export(full_run):
     np.testing.assert_allclose(final["mlm_perplexity"], np.exp(final["mlm_loss"]), rtol=1e-9)
     with open(os.path.join(config.model_dir, "eval_results.json")) as f:
         assert json.load(f)["step"] == 30
+    # Each held-out sequence's loss terms add up to the final metrics.
+    with open(os.path.join(config.model_dir, "heldout_losses.tsv")) as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [int(r["index"]) for r in rows] == list(range(2 * 16))  # eval_steps x batch
+    loss, count = (np.array([float(r[k]) for r in rows]) for k in ("mlm_loss", "mlm_count"))
+    assert set(count) <= set(range(1, P + 1))
+    np.testing.assert_allclose(np.exp(loss.sum() / count.sum()), final["mlm_perplexity"],
+                               rtol=1e-5)
+    np.testing.assert_allclose(np.mean([float(r["nsp_correct"]) for r in rows]),
+                               final["nsp_accuracy"], rtol=1e-6)
     with open(os.path.join(config.model_dir, "pretrain_config.json")) as f:
         written = json.load(f)
     assert written["command"] == "test" and written["bert_config"]["vocab_size"] == VOCAB_SIZE
@@ -180,6 +193,60 @@ def test_training_learns_and_writes_metrics_tensorboard_and_export(full_run):
     assert checkpoint.format == "ours" and checkpoint.config.vocab_size == VOCAB_SIZE
     assert "mlm.output_bias" in checkpoint.weights and "nsp.dense.kernel" in checkpoint.weights
     assert len(glob.glob(os.path.join(config.model_dir, "checkpoints", "ckpt-*.index"))) == 3
+
+
+def records_unigram_entropy(files, objective):
+    """scipy's entropy of the LM targets, read from the records with tf.train.Example."""
+    counts = np.zeros(VOCAB_SIZE)
+    for path in files:
+        for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+            f = tf.train.Example.FromString(record).features.feature
+            if objective == "ltr":
+                ids, mask = f["input_ids"].int64_list.value, f["input_mask"].int64_list.value
+                targets = [t for t, m in zip(ids[1:], mask[1:]) if m]
+            else:
+                targets = [t for t, w in zip(f["masked_lm_ids"].int64_list.value,
+                                             f["masked_lm_weights"].float_list.value) if w]
+            np.add.at(counts, targets, 1)
+    return scipy.stats.entropy(counts)
+
+
+@pytest.mark.parametrize("objective", ["nsp", "ltr"])
+def test_unigram_entropy_of_the_records(data, objective):
+    files = sorted(glob.glob(f"{data}/train-*"))
+    batches = make_pretraining_dataset(",".join(files), 8, T, P, is_training=False)
+    entropy = unigram_entropy(batches, objective, VOCAB_SIZE)
+    # 400 records in batches of 8: drop_remainder drops none.
+    np.testing.assert_allclose(entropy, records_unigram_entropy(files, objective), rtol=1e-9)
+
+
+def test_plateau_check(full_run, data, tmp_path):
+    """A run that learns passes the check; one that cannot (learning rate ~0) is warned
+    about in its log and its eval_results.json."""
+    config, final = full_run
+    entropy = records_unigram_entropy(sorted(glob.glob(f"{data}/train-*")), "nsp")
+    with open(os.path.join(config.model_dir, "eval_results.json")) as f:
+        learned = json.load(f)
+    assert learned["plateau_warning"] is False and learned["plateau_check_step"] == 20
+    np.testing.assert_allclose(learned["unigram_entropy"], entropy, rtol=1e-9)  # all 400 read
+
+    lines = []
+    stuck = make_config(data, tmp_path, num_train_steps=4, learning_rate=1e-9, log_every=2,
+                        plateau_check_steps=3)
+    pretrain(stuck, tf.distribute.OneDeviceStrategy("/cpu:0"), log=lines.append)
+    with open(tmp_path / "eval_results.json") as f:
+        result = json.load(f)
+    assert result["plateau_warning"] is True and result["plateau_check_step"] == 4
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "unigram plateau" in warnings[0], lines
+
+    lines = []  # 0: no check
+    unchecked = dataclasses.replace(stuck, model_dir=str(tmp_path / "unchecked"),
+                                    plateau_check_steps=0)
+    pretrain(unchecked, tf.distribute.OneDeviceStrategy("/cpu:0"), log=lines.append)
+    with open(tmp_path / "unchecked" / "eval_results.json") as f:
+        assert "plateau_warning" not in json.load(f)
+    assert not [line for line in lines if line.startswith("WARNING")]
 
 
 def test_kill_9_resumes_to_the_same_result(full_run, tmp_path):
@@ -213,6 +280,9 @@ def test_kill_9_resumes_to_the_same_result(full_run, tmp_path):
     assert_same_weights(a, b, atol=1e-6)
     np.testing.assert_allclose(train_losses(model_dir), train_losses(config.model_dir),
                                rtol=1e-6)
+    with open(model_dir / "metrics.csv") as f:  # the clock runs on across the restart
+        elapsed = [float(r["elapsed_seconds"]) for r in csv.DictReader(f)]
+    assert elapsed == sorted(elapsed) and elapsed[0] > 0, elapsed
 
 
 def test_export_steps_write_intermediate_models_without_changing_the_run(data, reference,

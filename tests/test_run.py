@@ -12,8 +12,10 @@ import pytest
 from bert_tf.cli import run_main
 from glue_suite import evaluate, run, run_config
 from glue_suite import features as F
+from glue_suite import predictions
 from glue_suite.predictions import read_tsv
 from glue_suite.tasks import TASKS
+from reproduce import statistics
 
 WORDS = ("the a dog cat man woman runs walks sees likes park house red blue big small "
          "yes no is was he she it paris london john mary france england in on to of").split()
@@ -197,6 +199,19 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
     submission = read_tsv("rte", str(out / "submission" / "RTE.tsv"))
     assert list(submission) == [str(i) for i in range(6)]
     assert (out / "run.log").read_text().count("run 4/4") >= 1
+    # Every restart keeps its dev predictions, each re-scoring to its own metrics; the
+    # gold labels are written once beside them.
+    assert sorted(p.name for p in (out / "restarts").iterdir()) == [
+        "gold", "lr0.0001-seed0", "lr0.0001-seed1", "lr0.001-seed0", "lr0.001-seed1"]
+    for point in grid["runs"]:
+        where = predictions.restart_dir(str(out), point["learning_rate"], point["seed"])
+        rescored = evaluate.score_predictions_file(
+            "rte", dev, os.path.join(where, "dev_predictions.tsv"))
+        assert rescored["accuracy"] == pytest.approx(point["metrics"]["accuracy"])
+    gold = read_tsv("rte", str(out / "restarts" / "gold" / "dev_labels.tsv"))
+    assert list(gold) == [str(i) for i in range(10)]
+    assert _restart_accuracies(out, result) == pytest.approx(
+        [r["metrics"]["accuracy"] for r in statistics.picked_restarts(result)])
 
     # Second run into the same directory: --overwrite moves the first run's outputs aside,
     # all together; every split comes from the feature cache, which stays.
@@ -206,11 +221,22 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
     [aside] = out.glob("previous-*")
     assert (aside / "metrics.json").read_text() == first
     assert sorted(p.name for p in aside.iterdir()) == [
-        "dev_predictions.tsv", "metrics.json", "submission"]
+        "dev_predictions.tsv", "metrics.json", "restarts", "submission"]
     assert sorted(p.name for p in out.iterdir()) == [
-        "cache", "dev_predictions.tsv", "metrics.json", aside.name, "run.log", "submission"]
+        "cache", "dev_predictions.tsv", "metrics.json", aside.name, "restarts", "run.log",
+        "submission"]
     # (relative to the output directory: bert_tf.portable_paths)
-    assert again["outputs"] == ["dev_predictions.tsv", "submission/RTE.tsv"]
+    assert again["outputs"] == ["dev_predictions.tsv", "restarts/gold/dev_labels.tsv",
+                                "restarts/lr0.001-seed0/dev_predictions.tsv",
+                                "submission/RTE.tsv"]
+
+
+def _restart_accuracies(out, result, metric="accuracy"):
+    """The picked restarts' metric on all examples, as reproduce.statistics recomputes it
+    from the restarts/ files (it refuses files that disagree with the record)."""
+    data = statistics.split_data({"result": result}, metric, str(out))
+    assert len(data.keys) == result["eval_examples"][data.split]
+    return list(data.full)
 
 
 def _outputs(out) -> dict:
@@ -259,6 +285,8 @@ def test_regression_and_two_dev_sets(world, tmp_path):
     assert (out / "dev_matched_predictions.tsv").exists()
     assert (out / "dev_mismatched_predictions.tsv").exists()
     assert (out / "submission" / "AX.tsv").exists()  # MNLI test files are absent
+    assert _restart_accuracies(out, result, "dev_mismatched_accuracy") == pytest.approx(
+        [result["metrics"]["dev_mismatched_accuracy"]])
 
 
 @pytest.mark.parametrize("task,train_task", [("squad1.1", None), ("squad2.0", None),
@@ -290,6 +318,14 @@ def test_span_end_to_end(world, tmp_path, task, train_task):
             assert rescored[key] == pytest.approx(result["metrics"][key])
         best = evaluate.score_squad(task, data, str(out / "predictions_best_threshold.json"))
         assert best["f1"] == pytest.approx(result["metrics"]["best_f1"])
+    # The restart's files give every metric the tables use, as the run computed it.
+    restart = sorted(p.name for p in (out / "restarts" / "lr0.001-seed0").iterdir())
+    assert restart == (["predictions.json"] if task == "squad1.1" else
+                       ["best_non_null_predictions.json", "null_odds.json"])
+    for metric in (("exact_match", "f1") if task == "squad1.1" else
+                   ("exact", "f1", "best_exact", "best_f1")):
+        assert _restart_accuracies(out, result, metric) == pytest.approx(
+            [result["metrics"][metric]])
 
 
 def test_multiple_choice_and_token_end_to_end(world, tmp_path):
@@ -304,6 +340,11 @@ def test_multiple_choice_and_token_end_to_end(world, tmp_path):
     assert {"ner_f1", "ner_precision", "ner_recall", "test_ner_f1"} <= set(result["metrics"])
     lines = (out / "dev_predictions.txt").read_text().split("\n\n")
     assert len([s for s in lines if s.strip()]) == 6  # 2 documents x 3 sentences
+    tags = predictions.read_tag_lines(str(out / "restarts" / "lr0.001-seed0" / "dev_tags.txt"))
+    assert [len(t) for t in tags] == [len(s.strip().split("\n")) for s in lines if s.strip()]
+    for metric in ("ner_f1", "test_ner_f1"):
+        assert _restart_accuracies(out, result, metric) == pytest.approx(
+            [result["metrics"][metric]])
 
 
 @pytest.mark.parametrize("task,extra", [("rte", ()), ("squad1.1", (
@@ -317,13 +358,36 @@ def test_bilstm_head_end_to_end(world, tmp_path, task, extra):
     assert (out / ("dev_predictions.tsv" if task == "rte" else "predictions.json")).exists()
 
 
-def test_feature_mode_end_to_end(world, tmp_path):
+def test_feature_mode_end_to_end(world, tmp_path, monkeypatch):
+    """The frozen encoder reads each split once; 2 seeds x 2 epochs train on its layers;
+    a run of another mode with the same --cache_dir reads them from there."""
+    from glue_suite import frozen_features
+    passes, encoder_pass = [], frozen_features.encoder_pass
+
+    def counted_pass(encoder, features, *args):
+        passes.append(len(features["input_ids"]))
+        return encoder_pass(encoder, features, *args)
+
+    monkeypatch.setattr(frozen_features, "encoder_pass", counted_pass)
     out, result = _main(world, tmp_path, "conll2003", "--feature_mode", "weighted_sum_all",
-                        "--bilstm_units", "8")
+                        "--bilstm_units", "8", "--seeds", "2", "--epochs", "2")
     _check_common(result, "conll2003", 9)
     assert result["config"]["train"]["feature_mode"] == "weighted_sum_all"
     assert {"ner_f1", "test_ner_f1"} <= set(result["metrics"])
     assert (out / "dev_predictions.txt").exists()
+    splits = ("train", "dev", "test")
+    assert sorted(passes) == sorted(result["featurization"][s]["features"] for s in splits)
+    for split in splits:
+        stats = result["featurization"][split]["frozen_layers"]
+        assert stats["layers"] == [0, 1, 2] and not stats["from_disk"]  # L + 1 = 3
+    assert result["timings"]["frozen_layers"] > 0
+    assert [len(r["train"]["loss"]) for r in result["grid"]["runs"]] == [2, 2]
+
+    _, again = _main(world, tmp_path / "again", "conll2003", "--feature_mode", "last",
+                     "--bilstm_units", "8", "--cache_dir", str(out / "cache"))
+    assert len(passes) == 3  # no encoder pass
+    assert all(again["featurization"][s]["frozen_layers"]["from_disk"] for s in splits)
+    assert again["featurization"]["train"]["frozen_layers"]["layers"] == [2]
 
 
 @pytest.mark.parametrize("extra,message", [

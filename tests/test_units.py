@@ -1,0 +1,127 @@
+"""Sittings (`reproduce.units`) and what the runner does when a finished run's outputs
+are gone (`reproduce.runner.outputs_to_remake`, `restore`): another machine, same records."""
+
+import hashlib
+import json
+import os
+import shutil
+
+from reproduce.commands import DataCommand
+from reproduce.plan import Plan, Run
+from reproduce.records import base_record, load_record, write_record
+from reproduce.runner import execute, outputs_to_remake, restore, run_plan
+from reproduce.units import SITTING_S, next_units, plan_units, unit_status
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(run_id, stage, needs=(), estimate=600.0, out_dir="out"):
+    return Run(run_id, stage, "json.tool", (), out_dir, needs=tuple(needs), estimate_s=estimate)
+
+
+def toy_plan() -> Plan:
+    """Two pretraining runs sharing their data, and seven fine-tunings of the shipped
+    checkpoint, each 40 minutes (three fit a sitting)."""
+    runs = [_run("s.data.nsp", "data", estimate=60), _run("s.data.heldout", "data", estimate=10),
+            _run("s.pretrain.tiny", "pretrain", ["s.data.nsp", "s.data.heldout"], 6000),
+            _run("s.finetune.tiny.mrpc", "finetune", ["s.pretrain.tiny"]),
+            _run("s.pretrain.mini", "pretrain", ["s.data.nsp", "s.data.heldout"], 6000),
+            _run("s.finetune.mini.mrpc", "finetune", ["s.pretrain.mini"])]
+    runs += [_run(f"s.finetune.default.t{i}", "finetune", estimate=2400) for i in range(7)]
+    return Plan("s", "cpu", {r.run_id: r for r in runs})
+
+
+def test_units_group_each_pretraining_run_with_its_readers_and_pack_the_rest():
+    plan = toy_plan()
+    units = plan_units(plan)
+    assert [u.run_ids for u in units[:2]] == [
+        ["s.data.nsp", "s.data.heldout", "s.pretrain.tiny", "s.finetune.tiny.mrpc"],
+        ["s.pretrain.mini", "s.finetune.mini.mrpc"]]  # the shared data goes with the first
+    rest = units[2:]
+    assert [len(u.run_ids) for u in rest] == [3, 3, 1]
+    assert all(u.estimate_s <= SITTING_S for u in rest)
+    placed = [k for u in units for k in u.run_ids]
+    assert sorted(placed) == sorted(plan.runs)  # every run once
+
+
+def test_next_units_skip_done_units_and_bring_the_data_they_need():
+    plan = toy_plan()
+    statuses = {k: "todo" for k in plan.runs}
+    for k in ("s.data.nsp", "s.data.heldout", "s.pretrain.tiny", "s.finetune.tiny.mrpc"):
+        statuses[k] = "finished"
+    units = plan_units(plan)
+    assert [unit_status(u, statuses) for u in units[:3]] == ["done", "todo", "todo"]
+    statuses["s.pretrain.mini"] = "finished"
+    assert unit_status(units[1], statuses) == "partial"
+    nxt = next_units(plan, statuses, 1)
+    assert list(nxt.runs) == ["s.data.nsp", "s.data.heldout", "s.pretrain.mini",
+                              "s.finetune.mini.mrpc"]
+    assert len(next_units(plan, statuses, 3).runs) == 4 + 3 + 3
+
+
+def test_missing_outputs_of_finished_runs_are_remade_where_an_unfinished_run_reads_them(
+        tmp_path):
+    """A finished pretraining run without its export is rerun (and its data restored) if a
+    run that reads it is not finished; nothing is remade for runs nobody needs now."""
+    plan = toy_plan()
+    out = {k: str(tmp_path / "work" / k) for k in plan.runs}
+    for run in plan.runs.values():
+        run.out_dir = out[run.run_id]
+    output_dir = str(tmp_path / "results")
+    for run_id in ("s.data.nsp", "s.data.heldout", "s.pretrain.tiny", "s.finetune.tiny.mrpc",
+                   "s.pretrain.mini"):
+        write_record(output_dir, {**base_record(plan.runs[run_id], plan), "status": "finished",
+                                  "ended": "t0", "needs_ended": {}})
+    assert outputs_to_remake(plan, output_dir) == {
+        "s.pretrain.mini": "rerun", "s.data.nsp": "restore", "s.data.heldout": "restore"}
+    os.makedirs(os.path.join(out["s.pretrain.mini"], "export"))
+    assert outputs_to_remake(plan, output_dir) == {}  # tiny's unit is done: left alone
+
+
+def _hashes(directory):
+    return {name: hashlib.sha256(open(os.path.join(directory, name), "rb").read()).hexdigest()
+            for name in sorted(os.listdir(directory)) if name.endswith(".tfrecord")}
+
+
+def test_restore_remakes_the_same_shards_and_keeps_the_record(tmp_path):
+    data = os.environ.get("BERT_DATA_DIR", os.path.join(REPO, "..", "shared", "data"))
+    vocab = os.path.join(data, "bert_vocab", "bert-base-uncased", "vocab.txt")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(
+        " ".join(f"sentence {d} {i} of the tiny corpus, with words." for i in range(12))
+        for d in range(8)) + "\n")
+    if not os.path.exists(vocab):  # any vocabulary will do: make one from the corpus
+        vocab = str(tmp_path / "vocab.txt")
+        words = sorted(set(corpus.read_text().replace(",", " ,").replace(".", " .").split()))
+        open(vocab, "w").write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words))
+    command = DataCommand(input_files=(str(corpus),), vocab_file=vocab,
+                          output_dir=str(tmp_path / "work" / "data"), max_seq_length=32,
+                          max_predictions_per_seq=5, masked_lm_prob=0.15, dupe_factor=2,
+                          short_seq_prob=0.1, random_seed=1, mask_rates=(0.8, 0.1, 0.1),
+                          objective="nsp", num_workers=1)
+    run = Run("s.data.toy", "data", command.MODULE, command.argv(), command.output_dir,
+              config=command)
+    plan = Plan("s", "cpu", {run.run_id: run})
+    output_dir = str(tmp_path / "results")
+    cwd = os.getcwd()
+    os.chdir(REPO)  # python -m bert_tf... from the repository
+    try:
+        assert execute(run, plan, output_dir, data, echo=False)["status"] == "finished"
+        record = load_record(output_dir, run.run_id)
+        shards = _hashes(command.output_dir)
+        with open(os.path.join(command.output_dir, "metadata.json")) as f:
+            metadata = json.load(f)
+        shutil.rmtree(command.output_dir)  # another machine: the records, not the shards
+
+        assert restore(run, plan, output_dir, data, echo=False) == "finished"
+        assert load_record(output_dir, run.run_id) == record  # untouched: ended, metrics
+        assert _hashes(command.output_dir) == shards  # the same bytes
+        with open(os.path.join(command.output_dir, "metadata.json")) as f:
+            remade = json.load(f)
+        assert remade["num_instances"] == metadata["num_instances"] > 0
+        assert remade["shards"] == metadata["shards"]
+
+        # A plan whose only run is finished and whose outputs exist remakes nothing.
+        assert run_plan(plan, output_dir, data, echo=False) == {run.run_id: "finished"}
+    finally:
+        os.chdir(cwd)
