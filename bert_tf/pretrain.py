@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                  "steps_per_execution", "grad_accum_steps", "eval_steps", "eval_every",
                  "log_every", "seed", "plateau_check_steps"):
         p.add_argument(f"--{name}", type=int, default=defaults[name])
+    p.add_argument("--ltr_predictions", type=int, default=defaults["ltr_predictions"],
+                   help="with --objective ltr: next-token predictions scored per training "
+                        "sequence, at positions drawn anew each read (default 0: every "
+                        "position, as the paper)")
     for name in ("phase2_fraction", "learning_rate", "weight_decay", "clip_norm",
                  "masked_lm_prob"):
         p.add_argument(f"--{name}", type=float, default=defaults[name])

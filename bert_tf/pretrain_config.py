@@ -58,6 +58,12 @@ class PretrainConfig:
         plateau_check_steps: at the first log line after this many steps, warn if the
             training masked-LM loss is still above the unigram entropy of the records
             (`plateau`); 0: never.
+        ltr_predictions: "ltr" only: score this many next-token predictions per training
+            sequence, at positions drawn anew each time it is read
+            (`pretraining_model.sample_next_token_positions`), like masked LM's P: the
+            LM head's cost grows with the predictions scored, so "ltr" at P = T - 1 costs
+            several times "nsp" at P = 20 on a small model. 0: every position (the
+            paper's LTR). Held-out evaluation scores every position either way.
     """
 
     model_size: Optional[str]
@@ -98,6 +104,7 @@ class PretrainConfig:
     mask_rates: tuple = (0.8, 0.1, 0.1)
     init_checkpoint: Optional[str] = None
     plateau_check_steps: int = 2000
+    ltr_predictions: int = 0
 
     def __post_init__(self):
         checks = [
@@ -118,6 +125,8 @@ class PretrainConfig:
              "batch size, steps_per_execution, grad_accum_steps, save_checkpoints_steps, "
              "keep_checkpoints and log_every must be positive"),
             (self.plateau_check_steps >= 0, "plateau_check_steps must not be negative"),
+            (self.ltr_predictions >= 0 and (self.objective == "ltr" or not self.ltr_predictions),
+             "ltr_predictions must be a non-negative count, and 0 unless objective is ltr"),
             (self.global_batch_size % self.grad_accum_steps == 0,
              "global_batch_size must be divisible by grad_accum_steps"),
             (all(0 < s <= self.num_train_steps for s in self.export_steps),

@@ -6,9 +6,11 @@ Objectives (paper Section 3.1 and the Table 5 ablations):
   "no_nsp"  masked LM only ("No NSP")
   "ltr"     left-to-right LM with no NSP ("LTR & No NSP"): causal attention, and the
             prediction at position t is scored against input_ids[t + 1], over every
-            position whose next token is real (not padding). The decoder is the same
-            tied MaskedLMHead. The exported config keeps causal=True, so the model
-            stays left-only when fine-tuned.
+            position whose next token is real (not padding), or over P of them drawn
+            anew each time a sequence is read (`sample_next_token_positions`, for
+            budgets where the head's cost over every position is too high). The
+            decoder is the same tied MaskedLMHead. The exported config keeps
+            causal=True, so the model stays left-only when fine-tuned.
 The masking-rate ablations (Table 8) change only the data (`--mask_rates`).
 
 Losses come out as sums over the batch (`loss_sums`), not means: the trainer divides
@@ -36,8 +38,13 @@ def prediction_targets(features: dict, objective: str):
 
     Masked LM: the records' masked_lm_positions / _ids / _weights (P = max_predictions).
     LTR: every position t < T - 1 predicts input_ids[t + 1]; weight 1 where that token
-    is real (P = T - 1).
+    is real (P = T - 1). With next_token_positions / _weights in the features
+    (`sample_next_token_positions`), only those positions.
     """
+    if objective == "ltr" and "next_token_positions" in features:
+        positions = features["next_token_positions"]  # [B, P], each < T - 1
+        labels = ops.take_along_axis(features["input_ids"], positions + 1, axis=1)
+        return positions, labels, ops.cast(features["next_token_weights"], "float32")
     if objective == "ltr":
         input_ids = features["input_ids"]  # [B, T]
         batch, seq_length = ops.shape(input_ids)[0], ops.shape(input_ids)[1]
@@ -46,6 +53,24 @@ def prediction_targets(features: dict, objective: str):
         return positions, input_ids[:, 1:], weights
     return (features["masked_lm_positions"], features["masked_lm_ids"],
             ops.cast(features["masked_lm_weights"], "float32"))
+
+
+def sample_next_token_positions(count: int):
+    """A batch transform for LTR pretraining on `count` next-token predictions per
+    sequence: `transform(features, seed)` adds next_token_positions [B, count] (int32),
+    drawn uniformly without replacement from the positions t whose next token t + 1 is
+    real, and next_token_weights [B, count] (1.0; 0.0 where a sequence has fewer than
+    `count` such positions). Stateless: a function of the batch and the [2] seed, as
+    `make_pretraining_dataset` passes one per batch (its `dynamic_masking` argument).
+    """
+    def transform(features: dict, seed) -> dict:
+        predicts_real = tf.cast(features["input_mask"][:, 1:], tf.bool)  # [B, T - 1]
+        keys = tf.random.stateless_uniform(tf.shape(predicts_real), tf.cast(seed, tf.int64))
+        keys = tf.where(predicts_real, keys, -1.0)  # real positions first, in random order
+        top, positions = tf.math.top_k(keys, k=count)
+        return {**features, "next_token_positions": positions,
+                "next_token_weights": tf.cast(top >= 0.0, tf.float32)}
+    return transform
 
 
 def cross_entropy_and_prediction(logits, labels):

@@ -38,7 +38,8 @@ from bert_tf.plateau import plateau_message, unigram_entropy
 from bert_tf.pretrain_config import PretrainConfig
 from bert_tf.pretraining_dataset import make_pretraining_dataset
 from bert_tf.pretraining_model import (SUM_KEYS, BertPretrainer, mean_metrics,
-                                       prediction_targets, pretraining_loss)
+                                       prediction_targets, pretraining_loss,
+                                       sample_next_token_positions)
 from bert_tf.tokenization import BertTokenizer
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -191,9 +192,13 @@ class Trainer:
 
     def _train_dataset(self, phase: int) -> tf.data.Dataset:
         files, seq_length, predictions = self.config.phase_data(phase)
+        # LTR's sampled next tokens are drawn in the pipeline as dynamic masks are:
+        # per batch, from a seeded stream that the iterator checkpoint resumes.
+        transform = (sample_next_token_positions(self.config.ltr_predictions)
+                     if self.config.ltr_predictions else self._masking(predictions))
         return make_pretraining_dataset(files, self.config.global_batch_size, seq_length,
                                         predictions, is_training=True, seed=self.config.seed,
-                                        dynamic_masking=self._masking(predictions))
+                                        dynamic_masking=transform)
 
     def _enter_phase(self, phase: int) -> None:
         """Opens the phase's input pipeline, and a checkpoint that includes its position."""

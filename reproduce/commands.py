@@ -112,6 +112,7 @@ class PretrainCommand:
     phase2_max_predictions_per_seq: Optional[int] = None
     phase2_fraction: Optional[float] = None
     export_steps: tuple = ()
+    ltr_predictions: Optional[int] = None  # None: the CLI's 0, every position
     # Optimizer steps per call of the compiled loop: a TPU otherwise waits on the host
     # for every step. None (the CLI's 1) elsewhere.
     steps_per_execution: Optional[int] = None

@@ -16,7 +16,7 @@ from typing import Optional
 from glue_suite.tasks import MULTIPLE_CHOICE, TaskSizes, get_task
 from reproduce import paper_numbers as paper
 from reproduce.commands import FinetuneCommand, PretrainCommand
-from reproduce.models import shape
+from reproduce.models import parameters, shape
 
 # Training examples/s measured on this project's 2-core CPU machine (float32, 128 tokens,
 # batch 32, sentence-pair fine-tuning). Other shapes are scaled by FLOPs, with the
@@ -29,6 +29,17 @@ CPU_TRAIN_EXAMPLES_PER_S = {"tiny": 140.0, "mini": 40.0, "base": 3.0}
 # (results/pretraining/README.md). float32 is 1.12x slower (the same benchmark).
 CPU_PRETRAIN_EXAMPLES_PER_S = {"tiny": 160.0, "mini": 57.0}
 CPU_BF16_SPEEDUP = 1.12
+# Fine-tuning pads each batch only to its own length (glue_suite.batching), so a task
+# costs its typical length, not its max_seq_length: mean tokens per training example,
+# rounded up to the buckets' multiple of 8, of the train splits featurized with the
+# uncased vocabulary (glue_suite.run's caches, 2026-11-26). CoNLL-2003 packs document
+# context around each sentence. Tasks not measured count at their max_seq_length.
+BUCKETED_TOKENS = {"sst2": 17, "mnli": 44, "mrpc": 57, "conll2003": 125, "squad1.1": 178}
+# A fine-tuning step has a floor that does not shrink with its tokens (the optimizer's
+# update of every weight, the 30,522-row embedding table included, and the step's
+# dispatch): Tiny (4.4M weights) took 84 ms a step on SST-2, where its FLOPs take ~30 ms
+# (1 epoch of 4,000 examples alone, 2026-11-26). Other sizes: scaled by their weights.
+CPU_STEP_FLOOR_S = {"tiny": 0.084}
 # 2-layer BiLSTM training (batch 32, 128 steps, units 128-384): measured 34-44 GFLOP/s
 # here at load average 6-8, while Tiny/Mini trained at 40-54% of the anchors above; so
 # ~80 GFLOP/s under the anchors' conditions.
@@ -141,19 +152,21 @@ def data_seconds(corpus_bytes: int, dupe_factor: int, workers: int) -> float:
     return DATA_STARTUP_S + corpus_bytes * dupe_factor / (CPU_DATA_BYTES_PER_S * workers)
 
 
-def pretrain_flops(size: str, objective: str, seq: int, predictions: int) -> float:
-    # LTR predicts every next token; MLM only the masked positions.
-    positions = seq - 1 if objective == "ltr" else predictions
+def pretrain_flops(size: str, objective: str, seq: int, predictions: int,
+                   ltr_predictions: Optional[int] = None) -> float:
+    # LTR predicts every next token (or its sampled --ltr_predictions); MLM the masked ones.
+    positions = (ltr_predictions or seq - 1) if objective == "ltr" else predictions
     return encoder_flops(size, seq) + lm_head_flops(size, positions)
 
 
 def pretrain_seconds(command: PretrainCommand) -> Optional[float]:
     """Training steps, plus the held-out evaluations (forward only: a third of the FLOPs)."""
     c, strategy = command, command.distribution.strategy
-    flops = pretrain_flops(c.config, c.objective, c.max_seq_length, c.max_predictions_per_seq)
+    flops = pretrain_flops(c.config, c.objective, c.max_seq_length, c.max_predictions_per_seq,
+                           c.ltr_predictions)
     if c.phase2_fraction:
         long = pretrain_flops(c.config, c.objective, c.phase2_seq_length,
-                               c.phase2_max_predictions_per_seq)
+                              c.phase2_max_predictions_per_seq, c.ltr_predictions)
         flops = (1 - c.phase2_fraction) * flops + c.phase2_fraction * long
     evals = c.num_train_steps // c.eval_every + 1
     examples = c.num_train_steps * c.global_batch_size + evals * c.eval_steps * c.global_batch_size / 3
@@ -180,12 +193,19 @@ def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     return grid, trained, evaluated
 
 
+def cpu_step_floor(size: Optional[str]) -> float:
+    """Seconds a fine-tuning step of this model takes at the least on this CPU."""
+    (anchor, seconds), = CPU_STEP_FLOOR_S.items()
+    return seconds * parameters(size) / parameters(anchor)
+
+
 def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskSizes,
                      units: Optional[int]) -> Optional[float]:
     """`sizes`: the task's example counts in the data at hand; `units`: the BiLSTM's
     (of --head bilstm or --feature_mode), None without one."""
     strategy = command.distribution.strategy
-    seq = get_task(command.task).hparams.max_seq_length
+    spec = get_task(command.task)
+    seq = BUCKETED_TOKENS.get(command.task, spec.hparams.max_seq_length)
     grid, trained, evaluated = _finetune_sequences(command, sizes)
     hidden = shape(size)[1]
     if command.feature_mode:  # frozen encoder forward + BiLSTM trained from scratch
@@ -197,6 +217,9 @@ def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskS
                     _lstm_seconds(strategy, evaluated,
                                   bilstm_flops(width, units, seq, train=False)))
     train_s = seconds_for(strategy, trained, encoder_flops(size, seq))
+    if strategy == "cpu":
+        steps = trained / (command.batch_size or spec.hparams.batch_size)
+        train_s = max(train_s, steps * cpu_step_floor(size))
     eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
     lstm_s = 0.0
     if command.head == "bilstm":

@@ -165,10 +165,13 @@ def figure5(planner: Planner) -> None:
     for row, objective in (("MLM", "nsp"), ("LTR", "ltr")):
         model = _ablation_model(planner, objective)
         for step in s.figure5_steps:
+            last = step == s.figure5_steps[-1]
+            settings = s.figure5_points if s.figure5_points and not last \
+                else s.ablation[s.figure5_task]
             run_id = planner.finetune(FinetuneJob(
-                s.figure5_task, model, s.ablation[s.figure5_task],
+                s.figure5_task, model, settings,
                 cells=(Cell("figure5", row, str(step), "accuracy"),),
-                export_step=None if step == s.figure5_steps[-1] else step))
+                export_step=None if last else step))
             if run_id:
                 # The last point is the run Tables 5, 6 and 8 planned already: label it.
                 planner.runs[run_id].info["pretrain_step"] = step

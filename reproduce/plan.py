@@ -280,12 +280,14 @@ class Planner:
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
             eval_every=recipe.eval_every, eval_steps=s.eval_sequences // recipe.batch_size, log_every=s.log_every,
             **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
+            ltr_predictions=s.ltr_predictions or None if objective == "ltr" else None,
             steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None)
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
                           "hidden": hidden, "heads": heads,
                           "parameters": models.parameters(size), "objective": objective,
                           "mask_rates": list(rates), "vocab": vocab, "steps": recipe.steps,
+                          "ltr_predictions": command.ltr_predictions,
                           "batch_size": recipe.batch_size}}
         return self.add(Run(self._id("pretrain", name), "pretrain", command.MODULE,
                             command.argv(), command.model_dir, needs=tuple(needs),
@@ -329,7 +331,7 @@ class Planner:
                 "head": job.head, "feature_mode": job.feature_mode, "bilstm_units": units,
                 "pretrain_step": job.export_step, "model": model,
                 "settings": dataclasses.asdict(job.settings),
-                "data_notes": self._data_notes(job, source)}
+                "data_notes": self._data_notes(job, source) + _model_notes(model)}
         estimate = cost_model.finetune_seconds(command, model["size"],
                                                self._task_sizes(task, source), units)
         return self.add(Run(
@@ -414,3 +416,12 @@ class Planner:
         if task == "mnli" and not find_data(self.data_dir, "mnli", "test_matched")[0]:
             sizes = sizes._replace(test=1104)  # without the test files: only AX is predicted
         return sizes
+
+
+def _model_notes(model: dict) -> list:
+    """What tables print beside the run's numbers about its pretrained model."""
+    if model.get("ltr_predictions"):
+        return [f"LTR pretrained on {model['ltr_predictions']} sampled next-token "
+                f"predictions per sequence (the paper: every position)"]
+    return []
+

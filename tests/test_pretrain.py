@@ -474,7 +474,8 @@ def test_mixed_precision_follows_its_float32_twin(data, tmp_path, overrides, rto
 @pytest.mark.parametrize("overrides", [
     {"objective": "ltr", "optimizer": "lamb"},
     {"objective": "no_nsp", "dynamic_masking": True, "steps_per_execution": 2},
-], ids=["ltr-lamb", "no_nsp-dynamic_masking"])
+    {"objective": "ltr", "ltr_predictions": 3},
+], ids=["ltr-lamb", "no_nsp-dynamic_masking", "ltr-sampled"])
 def test_other_objectives_start_at_ln_vocab_and_learn(data, tmp_path, overrides):
     config = make_config(data, tmp_path, save_checkpoints_steps=2, **overrides)
     losses, weights, trainer = run(config)
@@ -494,6 +495,8 @@ def test_bad_configurations():
         PretrainConfig("tiny", "nsp", "x", "v", "d", num_train_steps=10, num_warmup_steps=20)
     with pytest.raises(ValueError, match="objective"):
         PretrainConfig("tiny", "mlm", "x", "v", "d")
+    with pytest.raises(ValueError, match="ltr_predictions"):
+        PretrainConfig("tiny", "nsp", "x", "v", "d", ltr_predictions=20)
     with pytest.raises(SystemExit, match="--tpu"):
         main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v", "--model_dir", "d",
               "--strategy", "tpu"])

@@ -10,7 +10,8 @@ import tensorflow as tf
 from bert_tf.checkpoints import name_map
 from bert_tf.config import BertConfig
 from bert_tf.pretraining_model import (BertPretrainer, cross_entropy_and_prediction,
-                                       mean_metrics, prediction_targets, pretraining_loss)
+                                       mean_metrics, prediction_targets, pretraining_loss,
+                                       sample_next_token_positions)
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, hidden_dropout_prob=0.0,
@@ -142,6 +143,53 @@ def test_ltr_targets_are_the_next_tokens():
     np.testing.assert_array_equal(positions[1], np.arange(T - 1))
     np.testing.assert_array_equal(labels, batch["input_ids"][:, 1:])
     np.testing.assert_array_equal(weights, batch["input_mask"][:, 1:])
+
+
+def test_sampled_next_tokens_are_real_distinct_and_uniform():
+    batch = features()
+    predicts_real = batch["input_mask"][:, 1:].sum(axis=1)  # 11, 8, 5 positions
+    sample = sample_next_token_positions(7)
+    counts = np.zeros((B, T - 1))
+    for i in range(600):
+        out = sample(batch, tf.constant([i, 7], tf.int64))
+        positions, weights = out["next_token_positions"].numpy(), out["next_token_weights"].numpy()
+        for row in range(B):
+            chosen = positions[row][weights[row] == 1]
+            # min(7, real positions) distinct positions, each one whose next token is real.
+            assert len(set(chosen)) == len(chosen) == min(7, predicts_real[row])
+            assert chosen.max() < predicts_real[row]
+            counts[row, chosen] += 1
+    # Uniform: each real position is drawn 7/11 (row 0), 7/8 (row 1), 1 (row 2) of the
+    # time; 600 draws put each frequency within 5 binomial standard deviations.
+    for row, n in enumerate(predicts_real):
+        p = min(1.0, 7 / n)
+        sd = np.sqrt(600 * p * (1 - p))
+        assert np.all(np.abs(counts[row, :n] - 600 * p) <= 5 * sd + 1e-9), counts[row]
+    # The same seed gives the same draw; another seed another.
+    first = sample(batch, tf.constant([3, 4], tf.int64))["next_token_positions"].numpy()
+    again = sample(batch, tf.constant([3, 4], tf.int64))["next_token_positions"].numpy()
+    other = sample(batch, tf.constant([5, 4], tf.int64))["next_token_positions"].numpy()
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+
+
+def test_ltr_on_sampled_positions_scores_those_next_tokens():
+    model = build("ltr")
+    batch = features()
+    every = model.example_sums(batch)  # every position: the reference
+    logits = model(batch)["mlm_logits"].numpy()  # [B, T - 1, V]
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    sampled = sample_next_token_positions(4)(batch, tf.constant([1, 2], tf.int64))
+    positions, labels, weights = (np.asarray(x) for x in prediction_targets(sampled, "ltr"))
+    np.testing.assert_array_equal(labels, np.take_along_axis(batch["input_ids"], positions + 1, 1))
+    sums = model.example_sums(sampled)
+    expected = -np.stack([log_probs[b, positions[b], labels[b]] for b in range(B)])  # [B, 4]
+    np.testing.assert_allclose(sums["mlm_loss"], (expected * weights).sum(1), rtol=1e-4)
+    np.testing.assert_array_equal(sums["mlm_count"], [4, 4, 4])
+    # Drawing at least every position scores every position: the full objective.
+    all_positions = sample_next_token_positions(T - 1)(batch, tf.constant([1, 2], tf.int64))
+    for key in ("mlm_loss", "mlm_count"):
+        np.testing.assert_allclose(model.example_sums(all_positions)[key], every[key], rtol=1e-4)
 
 
 def test_no_nsp_freezes_pooler_and_nsp_head():

@@ -142,8 +142,15 @@ def test_cpu_plan_pretrains_each_size_by_its_recipe_in_units(fake_data, tmp_path
                 recipe.steps, recipe.batch_size, recipe.learning_rate, recipe.precision)
             # The same held-out sequences for every size: per-sequence losses pair up.
             assert int(args["--eval_steps"]) * recipe.batch_size == CPU.eval_sequences
-            if run.info["model"]["objective"] != "ltr":  # LTR predicts every next token
-                assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
+            # LTR scores 20 sampled next tokens, as many predictions as MLM: the same cost.
+            assert args.get("--ltr_predictions") == (
+                "20" if run.info["model"]["objective"] == "ltr" else None)
+            assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
+    ltr_finetunes = [r for r in plan.runs.values() if r.stage == "finetune"
+                     and r.info["model"].get("objective") == "ltr"]
+    assert ltr_finetunes and all(
+        any("20 sampled next-token predictions" in n for n in r.info["data_notes"])
+        for r in ltr_finetunes)
     units = plan_units(plan)
     assert sorted(k for u in units for k in u.run_ids) == sorted(plan.runs)
     assert [u.name for u in units if any(plan.runs[k].stage == "pretrain" for k in u.run_ids)] \
@@ -199,10 +206,13 @@ def test_cost_model_reproduces_the_measured_pretraining_anchors():
         flops = pretrain_flops(size, "nsp", 128, 20)
         assert cpu_pretrain_gflops(flops, "mixed_bfloat16") * 1e9 / flops == pytest.approx(rate)
         assert cpu_pretrain_gflops(flops, "float32") < cpu_pretrain_gflops(flops, "mixed_bfloat16")
-    # LTR predicts every next token: ~4x an MLM sequence for Tiny (measured 4.0x: 1,569 s
-    # against 397 s for 1000 x 32, results/runs/cpu.pretrain.tiny-{ltr,nsp}).
+    # LTR predicting every next token: ~4x an MLM sequence for Tiny (measured 4.0x: 1,569 s
+    # against 397 s for 1000 x 32, the records of cpu.pretrain.tiny-{ltr,nsp} at 7ced042);
+    # 20 sampled next tokens cost what MLM's 20 masked positions cost.
     ratio = pretrain_flops("tiny", "ltr", 128, 20) / pretrain_flops("tiny", "nsp", 128, 20)
     assert 3 < ratio < 6
+    assert pretrain_flops("tiny", "ltr", 128, 20, ltr_predictions=20) == \
+        pretrain_flops("tiny", "nsp", 128, 20)
 
 
 # ---------------------------------------------------------------- running and resuming
