@@ -104,6 +104,8 @@ def table5(planner: Planner) -> None:
                                  ("LTR & No NSP", "ltr", None), ("+ BiLSTM", "ltr", "bilstm")):
         model = _ablation_model(planner, objective)
         for task, column, metric in columns:
+            if head and s.bilstm_tasks is not None and task not in s.bilstm_tasks:
+                continue
             planner.finetune(FinetuneJob(task, model, s.ablation[task],
                                          cells=(Cell("table5", row, column, metric),),
                                          variant="bilstm" if head else "", head=head))

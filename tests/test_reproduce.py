@@ -146,6 +146,12 @@ def test_cpu_plan_pretrains_each_size_by_its_recipe_in_units(fake_data, tmp_path
             assert args.get("--ltr_predictions") == (
                 "20" if run.info["model"]["objective"] == "ltr" else None)
             assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
+    # The + BiLSTM row on its claim's column only; Figure 5's earlier points one restart.
+    assert sorted(r.info["task"] for r in plan.runs.values() if r.info.get("head") == "bilstm") \
+        == ["squad1.1"]
+    for run in (r for r in plan.runs.values() if "figure5" in r.tables):
+        last = run.info["pretrain_step"] == CPU.figure5_steps[-1]
+        assert run.args[run.args.index("--seeds") + 1] == ("3" if last else "1"), run.run_id
     ltr_finetunes = [r for r in plan.runs.values() if r.stage == "finetune"
                      and r.info["model"].get("objective") == "ltr"]
     assert ltr_finetunes and all(
