@@ -2,6 +2,8 @@
 
 Training throughput was measured on this project's 2-core CPU machine
 (`CPU_TRAIN_EXAMPLES_PER_S`); other models and sequence lengths are scaled by FLOPs.
+Fine-tuning counts each task at its typical bucketed length (`BUCKETED_TOKENS`), and
+no step below the model's measured floor (`CPU_STEP_FLOOR_S`).
 For TPUs the paper's own training time is the anchor. Other strategies have no
 measurement: their estimates are None ("?" in the printed plan).
 
@@ -37,9 +39,10 @@ CPU_BF16_SPEEDUP = 1.12
 BUCKETED_TOKENS = {"sst2": 17, "mnli": 44, "mrpc": 57, "conll2003": 125, "squad1.1": 178}
 # A fine-tuning step has a floor that does not shrink with its tokens (the optimizer's
 # update of every weight, the 30,522-row embedding table included, and the step's
-# dispatch): Tiny (4.4M weights) took 84 ms a step on SST-2, where its FLOPs take ~30 ms
-# (1 epoch of 4,000 examples alone, 2026-11-26). Other sizes: scaled by their weights.
-CPU_STEP_FLOOR_S = {"tiny": 0.084}
+# dispatch): on SST-2, where their FLOPs take far less, Tiny (4.4M weights) took 84 ms
+# a step and Mini (11.2M) 168 ms (1 epoch of 4,000 examples alone, 2026-11-26). Other
+# sizes: in proportion to their weights, from the nearer anchor.
+CPU_STEP_FLOOR_S = {"tiny": 0.084, "mini": 0.168}
 # 2-layer BiLSTM training (batch 32, 128 steps, units 128-384): measured 34-44 GFLOP/s
 # here at load average 6-8, while Tiny/Mini trained at 40-54% of the anchors above; so
 # ~80 GFLOP/s under the anchors' conditions.
@@ -139,8 +142,9 @@ def estimate_basis(strategy: str) -> str:
                           sorted(CPU_TRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
         pretraining = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
                                 sorted(CPU_PRETRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
-        return (f"this project's 2-core CPU (fine-tuning {rates} examples/s at 128 tokens; "
-                f"pretraining {pretraining} in bfloat16), scaled by FLOPs")
+        return (f"this project's 2-core CPU (fine-tuning {rates} examples/s at 128 tokens, "
+                f"at each task's bucketed length with a per-step floor; pretraining "
+                f"{pretraining} in bfloat16), scaled by FLOPs")
     if strategy == "tpu":
         return "the paper's 4 Cloud TPUs (16 chips) for BERT-Base, scaled by FLOPs"
     return f"none measured for {strategy} ('?')"
@@ -195,8 +199,18 @@ def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
 
 def cpu_step_floor(size: Optional[str]) -> float:
     """Seconds a fine-tuning step of this model takes at the least on this CPU."""
-    (anchor, seconds), = CPU_STEP_FLOOR_S.items()
-    return seconds * parameters(size) / parameters(anchor)
+    weights = parameters(size)
+    anchor = min(CPU_STEP_FLOOR_S, key=lambda a: abs(math.log(weights / parameters(a))))
+    return CPU_STEP_FLOOR_S[anchor] * weights / parameters(anchor)
+
+
+def cpu_finetune_seconds(examples: float, size: Optional[str], flops: float) -> float:
+    """Fine-tuning work on this CPU at the model's own FLOP/s: its anchor's (measured at
+    128 tokens), whatever the sequence length; shorter sequences are cheaper by their
+    FLOPs (measured: Tiny's MNLI at 44 tokens ran at 408 examples/s, its anchor scaled
+    by FLOPs says 410), down to the step floor."""
+    gflops = _interpolated(_anchor_gflops(), encoder_flops(size, 128))
+    return examples * flops / (gflops * 1e9)
 
 
 def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskSizes,
@@ -217,10 +231,12 @@ def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskS
                     _lstm_seconds(strategy, evaluated,
                                   bilstm_flops(width, units, seq, train=False)))
     train_s = seconds_for(strategy, trained, encoder_flops(size, seq))
+    eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
     if strategy == "cpu":
         steps = trained / (command.batch_size or spec.hparams.batch_size)
-        train_s = max(train_s, steps * cpu_step_floor(size))
-    eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
+        train_s = max(cpu_finetune_seconds(trained, size, encoder_flops(size, seq)),
+                      steps * cpu_step_floor(size))
+        eval_s = cpu_finetune_seconds(evaluated, size, encoder_flops(size, seq, train=False))
     lstm_s = 0.0
     if command.head == "bilstm":
         lstm_s = _sum(_lstm_seconds(strategy, trained, bilstm_flops(hidden, units, seq)),

@@ -23,7 +23,8 @@ from reproduce import all as harness
 from reproduce import paper_numbers as paper
 from reproduce import tables
 from reproduce.commands import COMMANDS
-from reproduce.cost_model import (CPU_PRETRAIN_EXAMPLES_PER_S, cpu_pretrain_gflops,
+from reproduce.cost_model import (BUCKETED_TOKENS, CPU_PRETRAIN_EXAMPLES_PER_S,
+                                  cpu_finetune_seconds, cpu_pretrain_gflops, cpu_step_floor,
                                   encoder_flops, pretrain_flops, seconds_for)
 from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
 from reproduce.plan import Cell, Plan, Run
@@ -219,6 +220,25 @@ def test_cost_model_reproduces_the_measured_pretraining_anchors():
     assert 3 < ratio < 6
     assert pretrain_flops("tiny", "ltr", 128, 20, ltr_predictions=20) == \
         pretrain_flops("tiny", "nsp", 128, 20)
+
+
+# One epoch alone on this machine, 2026-11-26 (glue_suite.run metrics.json "train_steps"
+# seconds; Tiny from a 1,500-step tiny-nsp export, Mini randomly initialised): examples,
+# seconds.
+MEASURED_EPOCHS = {("tiny", "mnli"): (4000, 9.8), ("tiny", "sst2"): (4000, 10.5),
+                   ("tiny", "mrpc"): (3668, 10.5), ("tiny", "conll2003"): (2000, 10.3),
+                   ("tiny", "squad1.1"): (1010, 9.3), ("mini", "mnli"): (4000, 41.5),
+                   ("mini", "sst2"): (4000, 20.9), ("mini", "mrpc"): (3668, 41.4)}
+
+
+def test_cost_model_reproduces_measured_fine_tuning_epochs():
+    """Bucketed lengths and the step floor: SST-2's short batches cost what MNLI's do
+    for Tiny, and the estimates stay within the spread of the measurements."""
+    for (size, task), (examples, seconds) in MEASURED_EPOCHS.items():
+        compute = cpu_finetune_seconds(examples, size,
+                                       encoder_flops(size, BUCKETED_TOKENS[task]))
+        estimate = max(compute, examples / 32 * cpu_step_floor(size))
+        assert 0.7 < estimate / seconds < 1.4, (size, task, estimate, seconds)
 
 
 # ---------------------------------------------------------------- running and resuming
