@@ -280,7 +280,7 @@ class Planner:
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
             eval_every=recipe.eval_every, eval_steps=s.eval_sequences // recipe.batch_size, log_every=s.log_every,
             **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
-            ltr_predictions=s.ltr_predictions or None if objective == "ltr" else None,
+            ltr_predictions=(s.ltr_predictions or None) if objective == "ltr" else None,
             steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None)
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
@@ -424,4 +424,3 @@ def _model_notes(model: dict) -> list:
         return [f"LTR pretrained on {model['ltr_predictions']} sampled next-token "
                 f"predictions per sequence (the paper: every position)"]
     return []
-
