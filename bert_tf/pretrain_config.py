@@ -125,8 +125,10 @@ class PretrainConfig:
              "batch size, steps_per_execution, grad_accum_steps, save_checkpoints_steps, "
              "keep_checkpoints and log_every must be positive"),
             (self.plateau_check_steps >= 0, "plateau_check_steps must not be negative"),
-            (self.ltr_predictions >= 0 and (self.objective == "ltr" or not self.ltr_predictions),
-             "ltr_predictions must be a non-negative count, and 0 unless objective is ltr"),
+            (0 <= self.ltr_predictions < self.max_seq_length and
+             (self.objective == "ltr" or not self.ltr_predictions),
+             "ltr_predictions must lie in [0, max_seq_length), and be 0 unless objective "
+             "is ltr"),
             (self.global_batch_size % self.grad_accum_steps == 0,
              "global_batch_size must be divisible by grad_accum_steps"),
             (all(0 < s <= self.num_train_steps for s in self.export_steps),

@@ -59,6 +59,13 @@ Verdicts:
   gives only the sign ("outperforms it in absolute accuracy almost immediately").
 - "n/a (reason)": a cell the claim needs is missing or did not finish; "not computable
   (reason)": the cells exist but have no per-example outputs for an interval.
+
+What the intervals leave out: each row of Tables 5, 6 and 8 and Figure 5 is one
+pretraining run, as in the paper, and the pretraining seed moves a model too. Two seeds
+of the cpu scale's Tiny recipe ended 1.1 points of held-out masked-LM accuracy apart
+(perplexity 224 against 260; results/pretraining/recipe_search/README.md). So a verdict
+between pretrained rows says that these two models differ after fine-tuning, which is
+weaker than saying that their objectives do, most of all for a small gap.
 """
 
 

@@ -497,6 +497,8 @@ def test_bad_configurations():
         PretrainConfig("tiny", "mlm", "x", "v", "d")
     with pytest.raises(ValueError, match="ltr_predictions"):
         PretrainConfig("tiny", "nsp", "x", "v", "d", ltr_predictions=20)
+    with pytest.raises(ValueError, match="ltr_predictions"):  # more than T - 1 positions
+        PretrainConfig("tiny", "ltr", "x", "v", "d", max_seq_length=16, ltr_predictions=16)
     with pytest.raises(SystemExit, match="--tpu"):
         main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v", "--model_dir", "d",
               "--strategy", "tpu"])
