@@ -213,6 +213,14 @@ def cpu_finetune_seconds(examples: float, size: Optional[str], flops: float) -> 
     return examples * flops / (gflops * 1e9)
 
 
+def cpu_training_seconds(examples: float, size: Optional[str], seq: int,
+                         batch_size: int) -> float:
+    """Fine-tuning steps over `examples` of `seq` tokens on this CPU: their FLOPs at the
+    model's rate, or the step floor where that is longer."""
+    return max(cpu_finetune_seconds(examples, size, encoder_flops(size, seq)),
+               examples / batch_size * cpu_step_floor(size))
+
+
 def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskSizes,
                      units: Optional[int]) -> Optional[float]:
     """`sizes`: the task's example counts in the data at hand; `units`: the BiLSTM's
@@ -230,13 +238,13 @@ def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskS
                     _lstm_seconds(strategy, trained, bilstm_flops(width, units, seq)),
                     _lstm_seconds(strategy, evaluated,
                                   bilstm_flops(width, units, seq, train=False)))
-    train_s = seconds_for(strategy, trained, encoder_flops(size, seq))
-    eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
     if strategy == "cpu":
-        steps = trained / (command.batch_size or spec.hparams.batch_size)
-        train_s = max(cpu_finetune_seconds(trained, size, encoder_flops(size, seq)),
-                      steps * cpu_step_floor(size))
+        train_s = cpu_training_seconds(trained, size, seq,
+                                       command.batch_size or spec.hparams.batch_size)
         eval_s = cpu_finetune_seconds(evaluated, size, encoder_flops(size, seq, train=False))
+    else:
+        train_s = seconds_for(strategy, trained, encoder_flops(size, seq))
+        eval_s = seconds_for(strategy, evaluated, encoder_flops(size, seq, train=False))
     lstm_s = 0.0
     if command.head == "bilstm":
         lstm_s = _sum(_lstm_seconds(strategy, trained, bilstm_flops(hidden, units, seq)),

@@ -24,8 +24,8 @@ from reproduce import paper_numbers as paper
 from reproduce import tables
 from reproduce.commands import COMMANDS
 from reproduce.cost_model import (BUCKETED_TOKENS, CPU_PRETRAIN_EXAMPLES_PER_S,
-                                  cpu_finetune_seconds, cpu_pretrain_gflops, cpu_step_floor,
-                                  encoder_flops, pretrain_flops, seconds_for)
+                                  cpu_pretrain_gflops, cpu_training_seconds, encoder_flops,
+                                  pretrain_flops, seconds_for)
 from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
 from reproduce.plan import Cell, Plan, Run
 from reproduce.records import load_record, record_path, write_record
@@ -235,9 +235,7 @@ def test_cost_model_reproduces_measured_fine_tuning_epochs():
     """Bucketed lengths and the step floor: SST-2's short batches cost what MNLI's do
     for Tiny, and the estimates stay within the spread of the measurements."""
     for (size, task), (examples, seconds) in MEASURED_EPOCHS.items():
-        compute = cpu_finetune_seconds(examples, size,
-                                       encoder_flops(size, BUCKETED_TOKENS[task]))
-        estimate = max(compute, examples / 32 * cpu_step_floor(size))
+        estimate = cpu_training_seconds(examples, size, BUCKETED_TOKENS[task], 32)
         assert 0.7 < estimate / seconds < 1.4, (size, task, estimate, seconds)
 
 
