@@ -14,12 +14,13 @@ import os
 
 import numpy as np
 
-RESAMPLES = 10_000
+from reproduce.statistics import RESAMPLES, resample_indices
+from summarize import eval_rows  # this folder's table of the trials
 
 
-def eval_rows(model_dir: str) -> dict:
-    with open(os.path.join(model_dir, "metrics.csv")) as f:
-        return {int(r["step"]): r for r in csv.DictReader(f) if r["split"] == "eval"}
+def evaluations(model_dir: str) -> dict:
+    """step -> the run's held-out metrics row."""
+    return {int(r["step"]): r for r in eval_rows(os.path.join(model_dir, "metrics.csv"))}
 
 
 def heldout(model_dir: str) -> np.ndarray:
@@ -35,12 +36,13 @@ def seed_of(model_dir: str) -> int:
         return json.load(f)["seed"]
 
 
-def paired_interval(a: np.ndarray, b: np.ndarray, column: int, seed: int = 0) -> tuple:
-    """b - a of sum(column) / sum(predictions), resampling sequences: (value, low, high)."""
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(a), size=(RESAMPLES, len(a)))
+def paired_interval(a: np.ndarray, b: np.ndarray, column: int) -> tuple:
+    """b - a of sum(column) / sum(predictions), resampling the same sequences for both
+    (reproduce.statistics' bootstrap indices): (value, low, high)."""
     rate = lambda x, i: x[i, column].sum(-1) / x[i, 1].sum(-1)
-    diffs = rate(b, index) - rate(a, index)
+    sequences = [f"heldout/{i}" for i in range(len(a))]
+    diffs = np.concatenate([rate(b, index) - rate(a, index)
+                            for index in resample_indices(sequences)])
     value = b[:, column].sum() / b[:, 1].sum() - a[:, column].sum() / a[:, 1].sum()
     return value, *np.percentile(diffs, [2.5, 97.5])
 
@@ -51,7 +53,7 @@ def main():
     p.add_argument("first")
     p.add_argument("second")
     args = p.parse_args()
-    first, second = eval_rows(args.first), eval_rows(args.second)
+    first, second = evaluations(args.first), evaluations(args.second)
     names = [f"seed {seed_of(d)}" for d in (args.first, args.second)]
     print(f"| step | sequences | {names[0]}: acc / loss | {names[1]}: acc / loss |")
     print("|---|---|---|---|")
