@@ -1,13 +1,14 @@
 """bert_tf.portable_paths: the form each kind of path takes in a record, in free text
 (commands, logs) and in a whole JSON record; the check that finds a machine's paths."""
 
+import json
 import logging
 import os
 import sysconfig
 
 import pytest
 
-from bert_tf.portable_paths import (ELSEWHERE, PortableFormatter, command_line,
+from bert_tf.portable_paths import (_MACHINE_DIRS, ELSEWHERE, PortableFormatter, command_line,
                                     directory_sha256, machine_paths, portable_path,
                                     portable_record, portable_text)
 
@@ -103,7 +104,10 @@ def test_a_log_file_gets_portable_paths(dirs):
 
 
 def test_machine_paths_finds_a_machines_paths_and_nothing_else():
-    text = ('{"a": "/work/main/runs/x", "b": "log line\\n/tmp/x/y", "c": "/home/me/data", '
-            '"d": "gs://b/tmp/x /dev/null $BERT_DATA_DIR/x <elsewhere>/x runs/x"}')
-    assert machine_paths(text) == ["/work/main/runs/x", "/tmp/x/y", "/home/me/data"]
+    # A path under each machine directory, composed so that this file holds none itself;
+    # one behind a JSON-escaped newline.
+    paths = [f"/{d}/x/y" for d in _MACHINE_DIRS]
+    text = " ".join([json.dumps({"a": paths[0], "b": "log line\n" + paths[1]}), *paths[2:],
+                     "gs://b/tmp/x /dev/null $BERT_DATA_DIR/x <elsewhere>/x runs/x"])
+    assert machine_paths(text) == paths
     assert machine_paths(f"cwd {os.getcwd()}/bert_tf") == [f"{os.getcwd()}/bert_tf"]
