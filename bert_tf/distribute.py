@@ -12,6 +12,7 @@
                address, or "local" on a TPU VM
 """
 
+import dataclasses
 import json
 import os
 from typing import Optional
@@ -92,3 +93,61 @@ def worker_id(strategy: tf.distribute.Strategy) -> int:
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
         return resolver.task_id or 0
     return 0
+
+
+# ---------------------------------------------------------------------------------
+# Input pipelines per host.
+
+@dataclasses.dataclass(frozen=True)
+class InputLayout:
+    """Where a strategy's training input is read: one input pipeline per host (the CPU
+    that feeds a group of replicas), each reading its own part of the data and yielding
+    its host's rows of the global batch, so that no host reads what another one does.
+
+    Attributes:
+        num_pipelines: input pipelines over the whole cluster (= hosts).
+        hosts: the CPU device of each host this process feeds, in pipeline order.
+        pipeline_ids: their ids among all `num_pipelines`.
+        rows: global replica id -> (index into `hosts`, which block of its host's batch)
+            for every replica this process drives.
+        multi_client: True when other processes drive the other replicas
+            (MultiWorkerMirroredStrategy); each process then checkpoints its own pipeline.
+    """
+    num_pipelines: int
+    hosts: tuple
+    pipeline_ids: tuple
+    rows: dict
+    multi_client: bool
+
+
+def input_layout(strategy: tf.distribute.Strategy) -> InputLayout:
+    """The `InputLayout` of `strategy` as seen by this process. One host (one CPU, one
+    machine with GPUs, a TPU v3-8) gives one pipeline that reads the whole global batch;
+    a TPU pod slice one per host; MultiWorkerMirroredStrategy one per worker."""
+    replica_ids = strategy.experimental_local_results(  # the global ids of our replicas
+        strategy.experimental_distribute_values_from_function(
+            lambda context: context.replica_id_in_sync_group))
+    return layout_of(strategy.extended.worker_devices, [int(r) for r in replica_ids],
+                     strategy.num_replicas_in_sync)
+
+
+def layout_of(devices, replica_ids, num_replicas: int) -> InputLayout:
+    """`input_layout` from this process's replica devices and their global replica ids."""
+    replicas_of = {}  # host CPU -> its replicas' global ids, hosts in order of first use
+    for device, replica in zip(devices, replica_ids, strict=True):
+        host = tf.DeviceSpec.from_string(device).replace(device_type="CPU", device_index=0)
+        replicas_of.setdefault(host.to_string(), []).append(replica)
+    per_host = {len(replicas) for replicas in replicas_of.values()}
+    if len(per_host) != 1:
+        raise ValueError(f"hosts drive different numbers of replicas: {replicas_of}")
+    per_host = per_host.pop()
+    hosts = sorted(replicas_of, key=lambda host: min(replicas_of[host]))
+    # Pipelines are numbered in the order of their hosts' first replicas. A process that
+    # drives only some replicas (multi-worker) gets a contiguous block of replica ids.
+    first = min(replica_ids) // per_host
+    rows = {replica: (h, block)
+            for h, host in enumerate(hosts)
+            for block, replica in enumerate(sorted(replicas_of[host]))}
+    return InputLayout(num_pipelines=num_replicas // per_host, hosts=tuple(hosts),
+                       pipeline_ids=tuple(range(first, first + len(hosts))), rows=rows,
+                       multi_client=len(replica_ids) < num_replicas)

@@ -49,13 +49,14 @@ def ours(args, precision: str, model_dir: str):
         steps_per_execution=args.steps_per_execution, jit_compile=args.jit_compile)
     trainer = Trainer(config, distribute.create_strategy("cpu"))
     trainer.restore()  # a fresh model_dir: step 0, phase 1's input pipeline opened
-    batch = next(trainer.iterator)
-    in_memory = iter(tf.data.Dataset.from_tensors(batch).repeat())
+    (pipeline,) = trainer.iterators  # one CPU: one input pipeline
+    batch = next(pipeline)
+    in_memory = [iter(tf.data.Dataset.from_tensors(batch).repeat())]
 
-    def steps(iterator):
+    def steps(iterators):
         calls, rest = divmod(args.steps, args.steps_per_execution)
         for n in [args.steps_per_execution] * calls + ([rest] if rest else []):
-            trainer.run_steps(n, iterator)
+            trainer.run_steps(n, iterators)
 
     return (trainer, lambda: steps(None), lambda: steps(in_memory),
             {name: value.numpy() for name, value in batch.items()})

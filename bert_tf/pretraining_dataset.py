@@ -91,8 +91,7 @@ def decode_record(serialized: tf.Tensor, max_seq_length: int,
 
 def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length: int,
                              max_predictions_per_seq: int, is_training: bool,
-                             seed: int | None = None,
-                             input_context: tf.distribute.InputContext | None = None,
+                             seed: int | None = None, pipeline: tuple = (0, 1),
                              dynamic_masking=None) -> tf.data.Dataset:
     """Batches of decoded pretraining records.
 
@@ -102,27 +101,24 @@ def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length:
 
     Args:
         file_pattern: comma-separated globs of TFRecord files.
-        batch_size: the global batch size; with `input_context` each input pipeline
-            yields batches of `input_context.get_per_replica_batch_size(batch_size)`.
+        batch_size: the batch this pipeline yields (the global batch's share of its host).
         max_seq_length, max_predictions_per_seq: T and P of the records.
         is_training: shuffle and repeat.
         seed: the shuffle seed (fix it for reproducible runs and exact resumption).
-        input_context: from `strategy.distribute_datasets_from_function`; each input
-            pipeline then reads its own subset of the shards (or of the records, if
-            there are fewer shards than pipelines).
+        pipeline: (this pipeline's index, the number of pipelines), one per host
+            (`bert_tf.distribute.InputLayout`): each reads its own subset of the shards
+            (or of the records, if there are fewer shards than pipelines).
         dynamic_masking: `bert_tf.dynamic_masking.DynamicMasking(...)` (or any function
             of a batch of features and a [2] seed), applied after decoding. Its seeds
-            come from `seed` (0 for evaluation if None).
+            come from `seed` (0 for evaluation if None) and the pipeline's index.
     """
     files = _list_files(file_pattern)
-    num_pipelines = input_context.num_input_pipelines if input_context else 1
-    if input_context is not None:
-        batch_size = input_context.get_per_replica_batch_size(batch_size)
+    index, num_pipelines = pipeline
     # Each input pipeline reads its own shards, or its own records if shards are too few.
     shard_records = 1 < num_pipelines > len(files)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if num_pipelines > 1 and not shard_records:
-        dataset = dataset.shard(num_pipelines, input_context.input_pipeline_id)
+        dataset = dataset.shard(num_pipelines, index)
 
     if is_training:
         dataset = dataset.shuffle(len(files), seed=seed).repeat()
@@ -131,7 +127,7 @@ def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length:
     else:
         dataset = tf.data.TFRecordDataset(dataset)
     if shard_records:
-        dataset = dataset.shard(num_pipelines, input_context.input_pipeline_id)
+        dataset = dataset.shard(num_pipelines, index)
     if is_training:
         dataset = dataset.shuffle(1000, seed=seed)
     dataset = dataset.batch(batch_size, drop_remainder=True)
@@ -139,7 +135,7 @@ def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length:
         lambda records: decode_record(records, max_seq_length, max_predictions_per_seq),
         num_parallel_calls=tf.data.AUTOTUNE)
     if dynamic_masking is not None:
-        dataset = _mask_batches(dataset, dynamic_masking, seed, is_training)
+        dataset = _mask_batches(dataset, dynamic_masking, seed, is_training, pipeline)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -154,11 +150,15 @@ def _list_files(file_pattern: str, flag: str = "file_pattern") -> list[str]:
 
 
 def _mask_batches(dataset: tf.data.Dataset, dynamic_masking, seed: int | None,
-                  is_training: bool) -> tf.data.Dataset:
+                  is_training: bool, pipeline: tuple) -> tf.data.Dataset:
     """Maps `dynamic_masking` over the batches with a seed per batch from a seeded stream
     that is part of the iterator's state, so the masks are reproducible and survive a
-    checkpoint restore. Evaluation always gets the same masks."""
+    checkpoint restore. Evaluation always gets the same masks. Each pipeline has its own
+    stream: the same one on every host would mask the same positions in each host's rows."""
     mask_seed = 0 if seed is None and not is_training else seed
+    if mask_seed is not None:
+        index, num_pipelines = pipeline
+        mask_seed = mask_seed * num_pipelines + index  # one pipeline: the seed itself
     seeds = tf.data.Dataset.random(seed=mask_seed).batch(2)  # [2] int64 per batch
     return tf.data.Dataset.zip(dataset, seeds).map(
         dynamic_masking, num_parallel_calls=tf.data.AUTOTUNE)

@@ -1,17 +1,21 @@
 """The pretraining loop on tf.distribute: steps, checkpoints, evaluation and export of a
 `PretrainConfig` (`python -m bert_tf.pretrain` runs it).
 
-How a step works. Every worker reads the whole global batch from its own copy of the
-input pipeline (same files, same seed) and hands each replica its rows. The losses are
+How a step works. Each host (a machine's CPU, feeding its GPUs or TPU cores) runs one
+input pipeline that reads its own part of the data (`bert_tf.distribute.InputLayout`) and
+yields the host's rows of the global batch; each of its replicas takes its block of those
+rows. One host (a CPU, a GPU machine, a TPU v3-8) reads the whole global batch. The losses are
 sums divided by the global batch's counts (`pretraining_model.pretraining_loss`), so the
 replicas' gradients add up to the single-device gradient; they are summed across
 replicas, then clipped to the global norm, then applied. With `grad_accum_steps` k each
 replica runs its rows as k micro-batches in sequence and sums their gradients.
 
 Exact resumption. A checkpoint holds the model (dropout seed states included), the
-optimizer, the step and the position of the input pipeline (a `tf.data` iterator, which
-is checkpointable; tf.distribute's own distributed iterators are not, which is why the
-batch is split by hand as above). A run killed at any moment restarts from the last
+optimizer, the step and the position of every input pipeline (`tf.data` iterators, which
+are checkpointable; tf.distribute's own distributed iterators are not, which is why the
+batch is split by hand as above). With several workers (MultiWorker), each worker writes
+its own pipeline's position beside the chief's checkpoint, under the same step number
+(`input_pipeline_<id>/`). A run killed at any moment restarts from the last
 checkpoint and computes exactly what the uninterrupted run computed (tested with
 kill -9). Phase-1 and phase-2 runs resume alike: a checkpoint at step s holds the
 iterator of the phase that step s + 1 belongs to. Not restored: the random masks of
@@ -61,6 +65,7 @@ class Trainer:
                 f"replicas ({self.num_replicas}) x grad_accum_steps "
                 f"({config.grad_accum_steps})")
         self.is_chief = distribute.is_chief(strategy)
+        self.layout = distribute.input_layout(strategy)
         # eval_every 0: evaluate whenever a checkpoint is saved.
         self.eval_every = config.eval_every or config.save_checkpoints_steps
         self.checkpoint_dir = config.checkpoint_dir or os.path.join(config.model_dir,
@@ -102,13 +107,23 @@ class Trainer:
         self.heldout_examples = None  # per-sequence loss terms of the last evaluation
 
     # ------------------------------------------------------------------ one step
-    def _distribute(self, batch: dict):
-        """The global batch (on every worker) -> each replica's rows."""
+    def _distribute(self, host_batches: list):
+        """Each host's batch (`self.layout`'s hosts, in order) -> each replica's rows."""
+        return self._replica_rows(lambda replica: self.layout.rows[replica], host_batches)
+
+    def _distribute_global(self, batch: dict):
+        """The global batch (read whole on every host) -> each replica's rows."""
+        return self._replica_rows(lambda replica: (0, replica), [batch])
+
+    def _replica_rows(self, block_of, batches: list):
+        """Replica r takes block `b` (of global_batch / replicas rows) of batches[h],
+        where (h, b) = block_of(r)."""
         rows = self.config.global_batch_size // self.num_replicas
 
         def replica_rows(context):
-            start = context.replica_id_in_sync_group * rows
-            return {name: value[start:start + rows] for name, value in batch.items()}
+            h, block = block_of(context.replica_id_in_sync_group)
+            return {name: value[block * rows:(block + 1) * rows]
+                    for name, value in batches[h].items()}
 
         return self.strategy.experimental_distribute_values_from_function(replica_rows)
 
@@ -155,12 +170,14 @@ class Trainer:
         self.optimizer.apply([g * scale for g in grads], self.model.trainable_variables)
         return {**_all_reduce_sums(sums), "grad_norm": grad_norm}
 
-    def _train_steps_fn(self, iterator, num_steps):
-        """Runs `num_steps` optimizer steps in one call; returns their summed loss terms."""
+    def _train_steps_fn(self, iterators, num_steps):
+        """Runs `num_steps` optimizer steps in one call, on batches from `iterators` (one
+        per host of `self.layout`); returns their summed loss terms."""
         totals = {key: tf.constant(0.0) for key in (*SUM_KEYS, "grad_norm")}
         for _ in tf.range(num_steps):
+            batches = [next(iterator) for iterator in iterators]
             sums = self.strategy.run(self._replica_train_step,
-                                     args=(self._distribute(next(iterator)),))
+                                     args=(self._distribute(batches),))
             sums = self._first_replica(sums)
             totals = {key: totals[key] + sums[key] for key in totals}
             self.step.assign_add(1)
@@ -173,7 +190,8 @@ class Trainer:
             sums = self.model.example_sums(features, training=False)
             return {key: context.all_gather(value, axis=0) for key, value in sums.items()}
 
-        return self._first_replica(self.strategy.run(replica_sums, args=(self._distribute(batch),)))
+        return self._first_replica(self.strategy.run(replica_sums,
+                                                     args=(self._distribute_global(batch),)))
 
     def _first_replica(self, values):
         """Values that are the same on every replica (all-reduced) -> one copy."""
@@ -190,34 +208,51 @@ class Trainer:
                               max_predictions_per_seq, self.config.masked_lm_prob,
                               self.config.mask_rates)
 
-    def _train_dataset(self, phase: int) -> tf.data.Dataset:
+    def _train_dataset(self, phase: int, pipeline_id: int) -> tf.data.Dataset:
         files, seq_length, predictions = self.config.phase_data(phase)
         # LTR's sampled next tokens are drawn in the pipeline as dynamic masks are:
         # per batch, from a seeded stream that the iterator checkpoint resumes.
         transform = (sample_next_token_positions(self.config.ltr_predictions)
                      if self.config.ltr_predictions else self._masking(predictions))
-        return make_pretraining_dataset(files, self.config.global_batch_size, seq_length,
-                                        predictions, is_training=True, seed=self.config.seed,
+        num_pipelines = self.layout.num_pipelines
+        return make_pretraining_dataset(files, self.config.global_batch_size // num_pipelines,
+                                        seq_length, predictions, is_training=True,
+                                        seed=self.config.seed,
+                                        pipeline=(pipeline_id, num_pipelines),
                                         dynamic_masking=transform)
 
     def _enter_phase(self, phase: int) -> None:
-        """Opens the phase's input pipeline, and a checkpoint that includes its position."""
+        """Opens the phase's input pipelines (one per host, each on its host's CPU), and a
+        checkpoint that includes their positions."""
         if phase == self.phase:
             return
         self.phase = phase
-        self.iterator = iter(self._train_dataset(phase))
+        self.iterators = []
+        for host, pipeline_id in zip(self.layout.hosts, self.layout.pipeline_ids):
+            with tf.device(host):
+                self.iterators.append(iter(self._train_dataset(phase, pipeline_id)))
+        # Several processes (MultiWorker): each saves its own pipeline's position, beside
+        # the checkpoint and under its step number; one process holds them all in it.
+        data = {} if self.layout.multi_client else {"data": self.iterators}
         self.checkpoint = tf.train.Checkpoint(
             # The optimizer's slot names embed the model's auto-numbered name; its
             # variables are listed in a fixed order (that of the trainable variables).
             model=_by_name(self.model.variables),
             optimizer=[v.value for v in self.optimizer.variables],
-            step=self.step, data=self.iterator)
+            step=self.step, **data)
         # Non-chief workers must take part in saving (variables may need their
         # collectives) but write to a scratch directory that is removed afterwards.
         directory = self.checkpoint_dir if self.is_chief else os.path.join(
             self.checkpoint_dir, f".worker_{distribute.worker_id(self.strategy)}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
                                                   max_to_keep=self.config.keep_checkpoints)
+        self.input_manager = None
+        if self.layout.multi_client:
+            (pipeline_id,) = self.layout.pipeline_ids
+            self.input_manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(data=self.iterators),
+                os.path.join(self.checkpoint_dir, f"input_pipeline_{pipeline_id}"),
+                max_to_keep=self.config.keep_checkpoints)
 
     def restore(self) -> int:
         """Restores the latest checkpoint in checkpoint_dir, if any; returns the step.
@@ -231,12 +266,21 @@ class Trainer:
         step = int(tf.train.load_checkpoint(latest).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
         self._enter_phase(self.config.phase_of(step))
         self.checkpoint.restore(latest).assert_consumed()
+        if self.input_manager is not None:
+            position = os.path.join(self.input_manager.directory, f"ckpt-{step}")
+            if not tf.io.gfile.exists(position + ".index"):
+                raise ValueError(f"{latest} (step {step}) has no input position for this "
+                                 f"worker: {position} is missing (were there other workers?)")
+            self.input_manager.checkpoint.restore(position).assert_consumed()
         return int(self.step.numpy())
 
     def save(self) -> None:
-        self.manager.save(checkpoint_number=int(self.step.numpy()))
+        step = int(self.step.numpy())
+        self.manager.save(checkpoint_number=step)
         if not self.is_chief:
             tf.io.gfile.rmtree(self.manager.directory)
+        if self.input_manager is not None:
+            self.input_manager.save(checkpoint_number=step)
 
     # ------------------------------------------------------------------ evaluation, export
     def evaluate(self) -> dict:
@@ -280,12 +324,12 @@ class Trainer:
         return float(self.optimizer.learning_rate)
 
     # ------------------------------------------------------------------ the loop
-    def run_steps(self, num_steps: int, iterator=None) -> dict:
+    def run_steps(self, num_steps: int, iterators=None) -> dict:
         """Runs `num_steps` optimizer steps in one compiled call, on batches from
-        `iterator` (default: the current phase's input pipeline; `restore()` opens it).
-        Returns their summed loss terms once the steps are done."""
-        iterator = self.iterator if iterator is None else iterator
-        sums = self._train_steps(iterator, tf.constant(num_steps))
+        `iterators`, one per host (default: the current phase's input pipelines;
+        `restore()` opens them). Returns their summed loss terms once the steps are done."""
+        iterators = self.iterators if iterators is None else iterators
+        sums = self._train_steps(iterators, tf.constant(num_steps))
         return {k: float(v) for k, v in sums.items()}  # waits for the steps to finish
 
     def train(self, log=print) -> dict:

@@ -322,11 +322,11 @@ class Planner:
         units = None  # the BiLSTM's width, where the run has one
         if job.head or job.feature_mode:
             units = (models.shape(model["size"])[1] if s.bilstm_units == "size"
-                     else BILSTM_UNITS_DEFAULT)
+                     else s.bilstm_units or BILSTM_UNITS_DEFAULT)
         source = self._source(task, job.train_task)
         # --bilstm_units only where the scale sets it: the CLI's default stays implicit.
         command = self._finetune_command(job, out_dir,
-                                         units if s.bilstm_units == "size" else None, source)
+                                         units if s.bilstm_units else None, source)
         info = {"task": task, "train_task": job.train_task or task, "variant": variant,
                 "head": job.head, "feature_mode": job.feature_mode, "bilstm_units": units,
                 "pretrain_step": job.export_step, "model": model,

@@ -85,8 +85,8 @@ class Scale:
         main, ablation: task -> `Finetune`, for the main models (Tables 1-4, 7) and for
             the ablation models (Tables 5, 6, 8, Figure 5).
         features: `Finetune` of the feature-based NER runs (frozen encoder + BiLSTM).
-        bilstm_units: "size" -> the model's hidden size; None -> glue_suite's default
-            (768, the paper's).
+        bilstm_units: the BiLSTM's width: a number; "size" -> the model's hidden size;
+            None -> glue_suite's default (768, the paper's).
         large_restarts: restarts of BERT-LARGE on the small GLUE sets (the paper ran
             "several random restarts" there and kept the best on dev).
         squad2_from_squad1: without SQuAD v2.0 train data, train on v1.1 and evaluate on
@@ -121,7 +121,7 @@ class Scale:
     main: dict
     ablation: dict
     features: Finetune
-    bilstm_units: Optional[str]
+    bilstm_units: Optional[int | str]
     large_restarts: int = 1
     squad2_from_squad1: bool = False
     feature_rows: tuple = tuple(paper.TABLE7_FEATURE_MODES)
@@ -196,9 +196,10 @@ _CPU_MAIN = {task: Finetune(learning_rates=(1e-4,), max_train_examples=1000)
 _CPU_MAIN.update({
     "wnli": Finetune(learning_rates=(1e-4,)),
     "mnli": Finetune(learning_rates=(1e-4,), max_train_examples=1000, max_eval_examples=1000),
-    # Table 7's claims (fine-tuning > feature-based > embeddings) are findings: full
-    # CoNLL-2003, 3 restarts.
-    "conll2003": Finetune(learning_rates=(1e-4,), seeds=3),
+    # Table 7's claims (fine-tuning > feature-based > embeddings) are findings: 3
+    # restarts on the 5k sentences the feature-based rows train on (the whole set, 14k,
+    # would put the shipped checkpoint's unit over a sitting).
+    "conll2003": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=5000),
     "squad1.1": Finetune(learning_rates=(1e-4,), max_train_examples=1500,
                          max_eval_examples=1000),
     "squad2.0": Finetune(learning_rates=(1e-4,), max_train_examples=1500,
@@ -217,7 +218,9 @@ _CPU_ABLATION = {
     "mrpc": Finetune(learning_rates=(1e-4,), seeds=3),
     "sst2": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=10_000),
     "squad1.1": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=5000),
-    "conll2003": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=5000),
+    # NER needs a higher rate on Tiny: at 1e-4 the tiny-nsp model tagged everything "O"
+    # (F1 0, 3 restarts); at 5e-4 it reached dev F1 33.9 (1 restart, 2026-11-26).
+    "conll2003": Finetune(learning_rates=(5e-4,), seeds=3, max_train_examples=5000),
 }
 # Pretraining: what the recipe search found for Tiny (results/pretraining/recipe_search):
 # 100 minutes at ~160 sequences/s in mixed_bfloat16 (this CPU has AMX; on one without it
@@ -252,9 +255,13 @@ CPU = Scale(
     tasks=None,
     main=_CPU_MAIN,
     ablation=_CPU_ABLATION,
-    features=Finetune(learning_rates=(1e-3,), epochs=2, max_train_examples=500,
-                      max_eval_examples=1000),
-    bilstm_units="size",
+    # Feature-based NER: the frozen layers are computed once per model (cached), then the
+    # BiLSTM trains 4 epochs on 5k sentences, 3 restarts, whole dev and test sets. Its
+    # width is 128 (the paper: 768): on MiniLM's concatenated last four layers, 128 units
+    # gave dev F1 85.3 where 384 gave 85.8, at a fifth of the time (train steps 224 s
+    # against 997 s, 1 restart each, 2026-11-26); Tiny's hidden size is 128 anyway.
+    features=Finetune(learning_rates=(1e-3,), epochs=4, max_train_examples=5000, seeds=3),
+    bilstm_units=128,
     squad2_from_squad1=True,
     # LTR scoring all 127 next tokens costs ~4x MLM's 20 predictions per step on Tiny
     # (measured; the 30,522-way head dominates): 6-7 hours, more than a sitting. 20

@@ -505,12 +505,10 @@ def test_decode_record_and_dataset(nsp_run):
     n = metadata["num_instances"]
     evaluation = make_pretraining_dataset(pattern, 16, T, P, is_training=False)
     assert sum(1 for _ in evaluation) == n // 16  # once, whole batches only
-    # Two input pipelines (tf.distribute) read disjoint sets of shards, per-replica
-    # batches of 16 / 2.
+    # Two input pipelines (two hosts) read disjoint sets of shards, 8 rows each.
     read = collections.Counter()
     for pipeline in range(2):
-        context = tf.distribute.InputContext(2, pipeline, 2)
-        ds = make_pretraining_dataset(pattern, 16, T, P, False, input_context=context)
+        ds = make_pretraining_dataset(pattern, 8, T, P, False, pipeline=(pipeline, 2))
         batches = [x["input_ids"].numpy() for x in ds]
         assert batches[0].shape == (8, T)
         read.update(row.tobytes() for x in batches for row in x)
@@ -521,8 +519,7 @@ def test_decode_record_and_dataset(nsp_run):
     # Fewer shards than pipelines: the records are split instead.
     one_shard = os.path.join(out, metadata["shards"][0]["file"])
     for i in range(2):
-        ds = make_pretraining_dataset(one_shard, 2, T, P, False,
-                                          input_context=tf.distribute.InputContext(2, i, 2))
+        ds = make_pretraining_dataset(one_shard, 1, T, P, False, pipeline=(i, 2))
         num_read = sum(len(x["input_ids"]) for x in ds)
         assert abs(num_read - metadata["shards"][0]["instances"] / 2) <= 1
 

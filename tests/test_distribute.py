@@ -85,3 +85,47 @@ def test_tpu_resolves_connects_and_initializes(monkeypatch, address, connects):
     expected = [("resolve", address)] + [("connect", Resolver)] * connects + [
         ("initialize", Resolver), ("strategy", Resolver)]
     assert calls == expected
+
+
+# ------------------------------------------------------------------------- input layout
+def test_one_host_reads_the_whole_batch():
+    layout = distribute.input_layout(distribute.create_strategy("cpu"))
+    assert layout.num_pipelines == 1 and layout.pipeline_ids == (0,)
+    assert layout.hosts == ("/job:localhost/replica:0/task:0/device:CPU:0",)
+    assert layout.rows == {0: (0, 0)} and not layout.multi_client
+
+
+def test_a_pod_slice_reads_one_pipeline_per_host():
+    """A TPU v3-32 as one client sees it: 4 hosts x 8 cores, the replicas numbered in the
+    device assignment's order, which need not follow the hosts."""
+    devices, ids = [], []
+    for replica in range(32):
+        task = replica % 4  # interleaved on purpose
+        devices.append(f"/job:worker/replica:0/task:{task}/device:TPU:{replica // 4}")
+        ids.append(replica)
+    layout = distribute.layout_of(devices, ids, 32)
+    assert layout.num_pipelines == 4 and layout.pipeline_ids == (0, 1, 2, 3)
+    assert layout.hosts == tuple(f"/job:worker/replica:0/task:{t}/device:CPU:0"
+                                 for t in range(4))
+    assert not layout.multi_client
+    # Every replica takes a different block of its own host's batch.
+    for host in range(4):
+        blocks = sorted(block for h, block in layout.rows.values() if h == host)
+        assert blocks == list(range(8))
+    assert layout.rows[5] == (1, 1)  # task 1's second replica
+
+
+def test_each_worker_reads_its_own_pipeline():
+    """MultiWorkerMirroredStrategy, worker 1 of 3, two GPUs each: replicas 2 and 3."""
+    devices = [f"/job:worker/replica:0/task:1/device:GPU:{i}" for i in range(2)]
+    layout = distribute.layout_of(devices, [2, 3], 6)
+    assert layout.num_pipelines == 3 and layout.pipeline_ids == (1,)
+    assert layout.hosts == ("/job:worker/replica:0/task:1/device:CPU:0",)
+    assert layout.rows == {2: (0, 0), 3: (0, 1)} and layout.multi_client
+
+
+def test_hosts_must_drive_equal_numbers_of_replicas():
+    devices = ["/job:worker/task:0/device:TPU:0", "/job:worker/task:0/device:TPU:1",
+               "/job:worker/task:1/device:TPU:0"]
+    with pytest.raises(ValueError, match="different numbers of replicas"):
+        distribute.layout_of(devices, [0, 1, 2], 3)

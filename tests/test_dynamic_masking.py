@@ -178,3 +178,21 @@ def test_masks_survive_an_iterator_checkpoint(tmp_path):
     tf.train.Checkpoint(iterator=restored).restore(saved)
     for want in expected:
         np.testing.assert_array_equal(next(restored)["masked_lm_positions"].numpy(), want)
+
+
+def test_each_input_pipeline_masks_with_its_own_seeds(tmp_path):
+    """Hosts reading their own parts of the data must not draw the same masks: each
+    pipeline has its own seed stream; one pipeline keeps the run's seed."""
+    path = str(tmp_path / "unmasked.tfrecord")
+    write_unmasked_records(path, packed_batch(64, seed=9))
+    with_seed = lambda batch, seed: {**batch, "mask_seed": seed}  # noqa: E731
+
+    def seeds(pipeline):
+        ds = make_pretraining_dataset(path, 4, T, P, True, seed=5, pipeline=pipeline,
+                                      dynamic_masking=with_seed)
+        return np.stack([b["mask_seed"].numpy() for b in ds.take(4)])
+
+    first, second = seeds((0, 2)), seeds((1, 2))
+    assert not set(map(tuple, first)) & set(map(tuple, second))
+    expected = tf.data.Dataset.random(seed=5).batch(2).take(4)
+    np.testing.assert_array_equal(seeds((0, 1)), np.stack(list(expected.as_numpy_iterator())))

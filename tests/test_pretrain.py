@@ -386,7 +386,7 @@ def test_steps_per_execution_matches_one_step_per_call(data, reference, tmp_path
 
 def test_inputs_have_static_shapes_for_tpu(reference):
     trainer = reference[2]
-    for spec in tf.nest.flatten(trainer.iterator.element_spec):
+    for spec in tf.nest.flatten(trainer.iterators[0].element_spec):
         assert spec.shape.is_fully_defined(), spec  # drop_remainder: no ragged last batch
 
 
@@ -403,7 +403,7 @@ def test_two_phases_resume_exactly_in_either_phase(data, tmp_path):
 
     losses, weights, trainer = run(config("full"))
     assert trainer.phase == 2
-    assert trainer.iterator.element_spec["input_ids"].shape == (16, T2)
+    assert trainer.iterators[0].element_spec["input_ids"].shape == (16, T2)
     for step in (2, 3):  # 2: the boundary (phase 2 not begun), 3: inside phase 2
         directory = tmp_path / f"from_{step}"
         directory.mkdir()
@@ -422,13 +422,16 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_multiworker_two_processes_train_checkpoint_and_match(data, reference, tmp_path):
-    config = make_config(data, tmp_path / "run", save_checkpoints_steps=3)
+def run_workers(config, num_workers=2):
+    """`bert_tf.pretrain --strategy multiworker` in `num_workers` local processes ->
+    their outputs."""
     args = [sys.executable, "-m", "bert_tf.pretrain", "--strategy", "multiworker",
             *cli_args(config)]
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    if config.checkpoint_dir:
+        args += ["--checkpoint_dir", config.checkpoint_dir]
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(num_workers)]
     processes = []
-    for index in range(2):
+    for index in range(num_workers):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
         processes.append(subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -436,16 +439,52 @@ def test_multiworker_two_processes_train_checkpoint_and_match(data, reference, t
     outputs = [p.communicate(timeout=300)[0] for p in processes]
     for p, output in zip(processes, outputs):
         assert p.returncode == 0, output[-3000:]
+    return outputs
+
+
+def test_multiworker_each_worker_reads_its_own_data_checkpoints_it_and_resumes(
+        data, tmp_path):
+    config = make_config(data, tmp_path / "run", save_checkpoints_steps=3)
+    outputs = run_workers(config)
     assert "on 2 replica(s)" in outputs[0] and outputs[1].count("train step") == 0  # chief logs
-    checkpoints = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
-    assert checkpoints == ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index",
-                           "ckpt-6.data-00000-of-00001", "ckpt-6.index"]  # no worker scratch
-    # Every worker reads the same global batch and keeps its replica's rows: the same
-    # losses as one device.
-    np.testing.assert_allclose(train_losses(tmp_path / "run"), reference[0], rtol=1e-5)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert sorted(os.listdir(checkpoints)) == [
+        "checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index",
+        "ckpt-6.data-00000-of-00001", "ckpt-6.index",
+        "input_pipeline_0", "input_pipeline_1"]  # no worker scratch; a position per worker
+    for worker in range(2):
+        assert {"ckpt-3.index", "ckpt-6.index"} <= set(
+            os.listdir(checkpoints / f"input_pipeline_{worker}"))
+
+    # Each worker reads its own file (train-0, train-1) as 8 rows of the 16: the same
+    # losses and weights as one device fed both pipelines' batches one after the other.
+    trainer = Trainer(make_config(data, tmp_path / "one"),
+                      tf.distribute.OneDeviceStrategy("/cpu:0"))
+    trainer.restore()
+    pipelines = [make_pretraining_dataset(config.train_files, 8, T, P, True, seed=config.seed,
+                                          pipeline=(i, 2)) for i in range(2)]
+    both = [iter(tf.data.Dataset.zip(*pipelines).map(
+        lambda a, b: {name: tf.concat([a[name], b[name]], 0) for name in a}))]
+    expected = [trainer._window_metrics(trainer.run_steps(1, both), 1, 1.0)["loss"]
+                for _ in range(6)]
+    losses = train_losses(tmp_path / "run")
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
     exported = read_checkpoint(str(tmp_path / "run" / "export"), heads=True).weights
     np.testing.assert_allclose(exported["encoder.blocks.1.output_dense.kernel"],
-                               reference[1]["encoder/layer_1/output/kernel"], atol=1e-5)
+                               trainer.model.encoder.blocks[1].output_dense.kernel.numpy(),
+                               atol=1e-5)
+
+    # Resumed from step 3 (the chief's checkpoint and each worker's input position), the
+    # workers replay steps 4-6.
+    resumed = tmp_path / "from_3"
+    shutil.copytree(checkpoints, resumed)
+    for path in glob.glob(str(resumed / "**" / "ckpt-6.*"), recursive=True):
+        os.remove(path)
+    for directory in (resumed, *resumed.glob("input_pipeline_*")):
+        (directory / "checkpoint").write_text('model_checkpoint_path: "ckpt-3"\n')
+    run_workers(dataclasses.replace(config, model_dir=str(tmp_path / "resumed"),
+                                    checkpoint_dir=str(resumed)))
+    np.testing.assert_allclose(train_losses(tmp_path / "resumed"), losses[3:], rtol=1e-6)
 
 
 # ------------------------------------------------------------------------- other settings

@@ -36,7 +36,7 @@ def test_pretraining_steps_compile_in_both_phases(data, tmp_path, objective):
     assert np.all(np.isfinite(losses))
     assert trainer._gradients._jit_compile  # the forward and backward pass under XLA
     # Static shapes: the TPU's requirement (drop_remainder, fixed lengths).
-    assert trainer.iterator.element_spec["input_ids"].shape == (16, T2)
+    assert trainer.iterators[0].element_spec["input_ids"].shape == (16, T2)
 
 
 def _labels(task, batch):
