@@ -332,8 +332,13 @@ class Planner:
                 "pretrain_step": job.export_step, "model": model,
                 "settings": dataclasses.asdict(job.settings),
                 "data_notes": self._data_notes(job, source) + _model_notes(model)}
+        # A model's feature-based runs on the same rows share its cached frozen layers.
+        frozen_cached = bool(job.feature_mode) and any(
+            r.info.get("feature_mode") and r.info["model"] == model
+            and r.info["settings"] == info["settings"] for r in self.runs.values())
         estimate = cost_model.finetune_seconds(command, model["size"],
-                                               self._task_sizes(task, source), units)
+                                               self._task_sizes(task, source), units,
+                                               frozen_cached)
         return self.add(Run(
             run_id, "finetune", command.MODULE,
             command.argv(), out_dir, needs=() if job.model is None else (job.model,),

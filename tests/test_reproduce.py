@@ -24,8 +24,10 @@ from reproduce import paper_numbers as paper
 from reproduce import tables
 from reproduce.commands import COMMANDS
 from reproduce.cost_model import (BUCKETED_TOKENS, CPU_PRETRAIN_EXAMPLES_PER_S,
-                                  cpu_pretrain_gflops, cpu_training_seconds, encoder_flops,
-                                  pretrain_flops, seconds_for)
+                                  NER_SENTENCE_TOKENS, _lstm_seconds, bilstm_flops,
+                                  cpu_finetune_seconds, cpu_pretrain_gflops,
+                                  cpu_training_seconds, encoder_flops, pretrain_flops,
+                                  seconds_for)
 from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
 from reproduce.plan import Cell, Plan, Run
 from reproduce.records import load_record, record_path, write_record
@@ -237,6 +239,29 @@ def test_cost_model_reproduces_measured_fine_tuning_epochs():
     for (size, task), (examples, seconds) in MEASURED_EPOCHS.items():
         estimate = cpu_training_seconds(examples, size, BUCKETED_TOKENS[task], 32)
         assert 0.7 < estimate / seconds < 1.4, (size, task, estimate, seconds)
+
+
+def test_cost_model_reproduces_measured_feature_based_ner():
+    """MiniLM's frozen pass over 1,000 + 500 + 501 CoNLL-2003 rows took 46.6 s; a 128-unit
+    BiLSTM over its four concatenated layers trained on 5,000 sentences (1 epoch) in
+    20.8 s and predicted dev + test (6,707 sentences) in 7.5 s (alone, 2026-11-26)."""
+    width, units = 4 * 384, 128
+    for estimate, seconds in (
+            (cpu_finetune_seconds(2001, None, encoder_flops(None, BUCKETED_TOKENS["conll2003"],
+                                                             train=False)), 46.6),
+            (_lstm_seconds("cpu", 5000, bilstm_flops(width, units, NER_SENTENCE_TOKENS)), 20.8),
+            (_lstm_seconds("cpu", 6707, bilstm_flops(width, units, NER_SENTENCE_TOKENS,
+                                                     train=False)), 7.5)):
+        assert 0.7 < estimate / seconds < 1.4, (estimate, seconds)
+
+
+def test_feature_based_runs_of_a_model_share_its_frozen_pass(fake_data, tmp_path):
+    plan = _plan("cpu", fake_data, tmp_path)
+    rows = [r for r in plan.runs.values()
+            if r.info.get("feature_mode") and r.info["model"]["size"] is None]
+    assert len(rows) == 6  # Table 7's feature-based rows, on the shipped checkpoint
+    first, *rest = rows
+    assert all(r.estimate_s < first.estimate_s for r in rest)
 
 
 # ---------------------------------------------------------------- running and resuming
