@@ -232,8 +232,10 @@ class Trainer:
             with tf.device(host):
                 self.iterators.append(iter(self._train_dataset(phase, pipeline_id)))
         # Several processes (MultiWorker): each saves its own pipeline's position, beside
-        # the checkpoint and under its step number; one process holds them all in it.
-        data = {} if self.layout.multi_client else {"data": self.iterators}
+        # the checkpoint and under its step number; one process holds them all in it (one
+        # pipeline as a lone iterator: the layout of checkpoints from before per-host input).
+        positions = self.iterators[0] if len(self.iterators) == 1 else self.iterators
+        data = {} if self.layout.multi_client else {"data": positions}
         self.checkpoint = tf.train.Checkpoint(
             # The optimizer's slot names embed the model's auto-numbered name; its
             # variables are listed in a fixed order (that of the trainable variables).
