@@ -11,7 +11,7 @@ features are replaced), then
                              special_ids=[tokenizer.cls_id, tokenizer.sep_id,
                                           tokenizer.pad_id])
     dataset = pretraining_dataset.make_pretraining_dataset(..., seed=seed,
-                                                       dynamic_masking=masking)
+                                                           batch_transform=masking)
 
 The outputs are the static records' features: `input_ids` with the replacements,
 `masked_lm_positions` / `masked_lm_ids` / `masked_lm_weights` [B, P] (ascending

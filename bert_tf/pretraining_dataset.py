@@ -92,7 +92,7 @@ def decode_record(serialized: tf.Tensor, max_seq_length: int,
 def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length: int,
                              max_predictions_per_seq: int, is_training: bool,
                              seed: int | None = None, pipeline: tuple = (0, 1),
-                             dynamic_masking=None) -> tf.data.Dataset:
+                             batch_transform=None) -> tf.data.Dataset:
     """Batches of decoded pretraining records.
 
     Training: shards in a seeded random order, repeated, 8 read at a time and
@@ -108,9 +108,11 @@ def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length:
         pipeline: (this pipeline's index, the number of pipelines), one per host
             (`bert_tf.distribute.InputLayout`): each reads its own subset of the shards
             (or of the records, if there are fewer shards than pipelines).
-        dynamic_masking: `bert_tf.dynamic_masking.DynamicMasking(...)` (or any function
-            of a batch of features and a [2] seed), applied after decoding. Its seeds
-            come from `seed` (0 for evaluation if None) and the pipeline's index.
+        batch_transform: a function of a batch of decoded features and a [2] seed that
+            returns the batch to train on, applied after decoding with seeds from `seed`
+            (0 for evaluation if None) and the pipeline's index: the masks of
+            `bert_tf.dynamic_masking.DynamicMasking(...)`, or LTR's sampled next tokens
+            (`pretraining_model.sample_next_token_positions`).
     """
     files = _list_files(file_pattern)
     index, num_pipelines = pipeline
@@ -134,8 +136,8 @@ def make_pretraining_dataset(file_pattern: str, batch_size: int, max_seq_length:
     dataset = dataset.map(
         lambda records: decode_record(records, max_seq_length, max_predictions_per_seq),
         num_parallel_calls=tf.data.AUTOTUNE)
-    if dynamic_masking is not None:
-        dataset = _mask_batches(dataset, dynamic_masking, seed, is_training, pipeline)
+    if batch_transform is not None:
+        dataset = _transform_batches(dataset, batch_transform, seed, is_training, pipeline)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -149,19 +151,20 @@ def _list_files(file_pattern: str, flag: str = "file_pattern") -> list[str]:
     return files
 
 
-def _mask_batches(dataset: tf.data.Dataset, dynamic_masking, seed: int | None,
-                  is_training: bool, pipeline: tuple) -> tf.data.Dataset:
-    """Maps `dynamic_masking` over the batches with a seed per batch from a seeded stream
-    that is part of the iterator's state, so the masks are reproducible and survive a
-    checkpoint restore. Evaluation always gets the same masks. Each pipeline has its own
-    stream: the same one on every host would mask the same positions in each host's rows."""
-    mask_seed = 0 if seed is None and not is_training else seed
-    if mask_seed is not None:
+def _transform_batches(dataset: tf.data.Dataset, batch_transform, seed: int | None,
+                       is_training: bool, pipeline: tuple) -> tf.data.Dataset:
+    """Maps `batch_transform` over the batches with a seed per batch from a seeded stream
+    that is part of the iterator's state, so the masks (or samples) are reproducible and
+    survive a checkpoint restore. Evaluation always gets the same ones. Each pipeline has
+    its own stream: the same one on every host would mask the same positions in each
+    host's rows."""
+    stream_seed = 0 if seed is None and not is_training else seed
+    if stream_seed is not None:
         index, num_pipelines = pipeline
-        mask_seed = mask_seed * num_pipelines + index  # one pipeline: the seed itself
-    seeds = tf.data.Dataset.random(seed=mask_seed).batch(2)  # [2] int64 per batch
+        stream_seed = stream_seed * num_pipelines + index  # one pipeline: the seed itself
+    seeds = tf.data.Dataset.random(seed=stream_seed).batch(2)  # [2] int64 per batch
     return tf.data.Dataset.zip(dataset, seeds).map(
-        dynamic_masking, num_parallel_calls=tf.data.AUTOTUNE)
+        batch_transform, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 # ---------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def sample_next_token_positions(count: int):
     drawn uniformly without replacement from the positions t whose next token t + 1 is
     real, and next_token_weights [B, count] (1.0; 0.0 where a sequence has fewer than
     `count` such positions). Stateless: a function of the batch and the [2] seed, as
-    `make_pretraining_dataset` passes one per batch (its `dynamic_masking` argument).
+    `make_pretraining_dataset` passes one per batch (its `batch_transform` argument).
     """
     def transform(features: dict, seed) -> dict:
         predicts_real = tf.cast(features["input_mask"][:, 1:], tf.bool)  # [B, T - 1]

@@ -219,7 +219,7 @@ class Trainer:
                                         seq_length, predictions, is_training=True,
                                         seed=self.config.seed,
                                         pipeline=(pipeline_id, num_pipelines),
-                                        dynamic_masking=transform)
+                                        batch_transform=transform)
 
     def _enter_phase(self, phase: int) -> None:
         """Opens the phase's input pipelines (one per host, each on its host's CPU), and a
@@ -295,7 +295,7 @@ class Trainer:
         dataset = make_pretraining_dataset(
             config.eval_files, config.global_batch_size, config.max_seq_length,
             config.max_predictions_per_seq, is_training=False,
-            dynamic_masking=self._masking(config.max_predictions_per_seq))
+            batch_transform=self._masking(config.max_predictions_per_seq))
         if config.eval_steps:
             dataset = dataset.take(config.eval_steps)
         batches = [self._eval_step(batch) for batch in dataset]
@@ -427,7 +427,7 @@ class Trainer:
         batches = make_pretraining_dataset(
             config.train_files, config.global_batch_size, config.max_seq_length,
             predictions, is_training=False, seed=config.seed,
-            dynamic_masking=self._masking(predictions))
+            batch_transform=self._masking(predictions))
         batches = batches.take(max(1, _ENTROPY_RECORDS // config.global_batch_size))
         entropy = unigram_entropy(batches, config.objective, self.tokenizer.vocab_size)
         stuck = mlm_loss >= entropy

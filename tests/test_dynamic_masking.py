@@ -130,14 +130,14 @@ def write_unmasked_records(path, batch):
 
 
 def test_in_the_input_pipeline(tmp_path):
-    """Unmasked records -> make_pretraining_dataset(dynamic_masking=...): the same masks
+    """Unmasked records -> make_pretraining_dataset(batch_transform=...): the same masks
     for the same seed, new masks each time training sees a record again."""
     path = str(tmp_path / "unmasked.tfrecord")
     write_unmasked_records(path, packed_batch(64, seed=3))
 
     def positions(seed, is_training=False, num_batches=4):
         ds = make_pretraining_dataset(path, 16, T, P, is_training, seed=seed,
-                                      dynamic_masking=make_masking())
+                                      batch_transform=make_masking())
         batches = list(ds.take(num_batches))
         assert batches[0]["input_ids"].shape == (16, T)
         assert batches[0]["masked_lm_positions"].dtype == tf.int32
@@ -150,7 +150,7 @@ def test_in_the_input_pipeline(tmp_path):
     # Training: a record seen again (a later epoch) is masked anew. Records are
     # recognised by their length and A/B split.
     ds = make_pretraining_dataset(path, 64, T, P, True, seed=7,
-                                  dynamic_masking=make_masking())
+                                  batch_transform=make_masking())
     seen = collections.defaultdict(list)
     for b in ds.take(8):  # 8 epochs' worth
         for i in range(64):
@@ -167,7 +167,7 @@ def test_masks_survive_an_iterator_checkpoint(tmp_path):
     path = str(tmp_path / "unmasked.tfrecord")
     write_unmasked_records(path, packed_batch(64, seed=8))
     dataset = make_pretraining_dataset(path, 16, T, P, True, seed=3,
-                                       dynamic_masking=make_masking())
+                                       batch_transform=make_masking())
     iterator = iter(dataset)
     next(iterator)
     checkpoint = tf.train.Checkpoint(iterator=iterator)
@@ -189,7 +189,7 @@ def test_each_input_pipeline_masks_with_its_own_seeds(tmp_path):
 
     def seeds(pipeline):
         ds = make_pretraining_dataset(path, 4, T, P, True, seed=5, pipeline=pipeline,
-                                      dynamic_masking=with_seed)
+                                      batch_transform=with_seed)
         return np.stack([b["mask_seed"].numpy() for b in ds.take(4)])
 
     first, second = seeds((0, 2)), seeds((1, 2))
