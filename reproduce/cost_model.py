@@ -185,17 +185,23 @@ def pretrain_seconds(command: PretrainCommand) -> Optional[float]:
     return _sum(STARTUP_S, seconds_for(strategy, examples, flops))
 
 
-def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
-    """(runs in the grid, trained sequences, evaluated sequences), over the whole grid."""
-    spec = get_task(command.task)
+def _capped_sizes(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
+    """(train, labelled eval, test) examples that one run of `command` reads."""
     train_n, eval_n, test_n = sizes
-    grid = len(command.learning_rates or DEFAULT_GRID) * command.seeds
-    epochs = command.epochs or spec.hparams.epochs
     train_n = min(train_n, command.max_train_examples or train_n)
     # Evaluation runs on up to two labelled splits (MNLI matched + mismatched).
     eval_n = min(eval_n, 2 * (command.max_eval_examples or eval_n))
     if command.max_eval_examples:
         test_n = 0
+    return train_n, eval_n, test_n
+
+
+def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
+    """(runs in the grid, trained sequences, evaluated sequences), over the whole grid."""
+    spec = get_task(command.task)
+    train_n, eval_n, test_n = _capped_sizes(command, sizes)
+    grid = len(command.learning_rates or DEFAULT_GRID) * command.seeds
+    epochs = command.epochs or spec.hparams.epochs
     per_example = len(spec.labels) if spec.kind == MULTIPLE_CHOICE else 1
     trained = grid * epochs * train_n * per_example
     evaluated = grid * eval_n * per_example + test_n * per_example
@@ -259,10 +265,7 @@ def feature_based_seconds(command: FinetuneCommand, size: Optional[str], sizes: 
     trained from scratch on the sentences' pieces, and its predictions."""
     strategy = command.distribution.strategy
     grid, trained, evaluated = _finetune_sequences(command, sizes)
-    train_n, eval_n, test_n = sizes
-    rows = (min(train_n, command.max_train_examples or train_n)
-            + min(eval_n, command.max_eval_examples or eval_n)
-            + (0 if command.max_eval_examples else test_n))
+    rows = sum(_capped_sizes(command, sizes))
     hidden = shape(size)[1]
     width = 4 * hidden if command.feature_mode == "concat_last_four" else hidden
     encoder = encoder_flops(size, BUCKETED_TOKENS[command.task], train=False)
