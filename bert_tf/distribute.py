@@ -127,8 +127,16 @@ def input_layout(strategy: tf.distribute.Strategy) -> InputLayout:
     replica_ids = strategy.experimental_local_results(  # the global ids of our replicas
         strategy.experimental_distribute_values_from_function(
             lambda context: context.replica_id_in_sync_group))
-    return layout_of(strategy.extended.worker_devices, [int(r) for r in replica_ids],
+    return layout_of(_replica_devices(strategy), [int(r) for r in replica_ids],
                      strategy.num_replicas_in_sync)
+
+
+def _replica_devices(strategy: tf.distribute.Strategy) -> tuple:
+    """The devices of this process's replicas. The default strategy (no `scope()`)
+    names none: its one replica runs on this process, fed by the local CPU."""
+    if strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy():
+        return ("/job:localhost/replica:0/task:0/device:CPU:0",)
+    return tuple(strategy.extended.worker_devices)
 
 
 def layout_of(devices, replica_ids, num_replicas: int) -> InputLayout:

@@ -88,8 +88,11 @@ def test_tpu_resolves_connects_and_initializes(monkeypatch, address, connects):
 
 
 # ------------------------------------------------------------------------- input layout
-def test_one_host_reads_the_whole_batch():
-    layout = distribute.input_layout(distribute.create_strategy("cpu"))
+@pytest.mark.parametrize("strategy", [lambda: distribute.create_strategy("cpu"),
+                                      tf.distribute.get_strategy],
+                         ids=["one_device", "default"])
+def test_one_host_reads_the_whole_batch(strategy):
+    layout = distribute.input_layout(strategy())
     assert layout.num_pipelines == 1 and layout.pipeline_ids == (0,)
     assert layout.hosts == ("/job:localhost/replica:0/task:0/device:CPU:0",)
     assert layout.rows == {0: (0, 0)} and not layout.multi_client
