@@ -29,6 +29,7 @@ LAMB's weight decay is applied outside the trust ratio.
 from typing import Optional
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 # Variables whose name (the last path component) contains one of these get no weight
@@ -79,6 +80,41 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "end_learning_rate": self.end_learning_rate}
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamW(keras.optimizers.AdamW):
+    """Keras's AdamW whose Adam update of a float32 variable is TensorFlow's fused
+    kernel (`ResourceApplyAdam`, the one tf.keras's Adam used): one pass over the
+    variable, its moments and its gradient instead of Keras's ~10 elementwise ops, each
+    a pass of its own. On this CPU that halves the update of a small model's 30,522-row
+    embedding table, the bulk of a small model's optimizer time. The arithmetic is
+    Keras's (bias-corrected step size, epsilon added to sqrt(v)); weight decay and
+    clipping stay Keras's, applied before the update as there. Distributed variables
+    (Mirrored, TPU), other dtypes and other backends take Keras's own update.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index].value, self._velocities[index].value
+        if not _fusable(variable, m, v):
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle,
+            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.convert_to_tensor(gradient),
+            use_locking=False)
+
+
+def _fusable(*variables) -> bool:
+    return (keras.backend.backend() == "tensorflow"
+            and all(isinstance(x, tf.Variable) and x.dtype == tf.float32
+                    and not isinstance(x, tf.distribute.DistributedValues)
+                    for x in variables))
+
+
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                      weight_decay: float = 0.01, beta_1: float = 0.9, beta_2: float = 0.999,
                      epsilon: float = 1e-6, clipnorm: Optional[float] = None,
@@ -103,7 +139,7 @@ def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_step
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer {optimizer!r} not in {OPTIMIZERS}")
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
-    cls = keras.optimizers.AdamW if optimizer == "adamw" else keras.optimizers.Lamb
+    cls = AdamW if optimizer == "adamw" else keras.optimizers.Lamb
     result = cls(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1,
                  beta_2=beta_2, epsilon=epsilon, global_clipnorm=clipnorm)
     result.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))

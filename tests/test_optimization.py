@@ -3,11 +3,12 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import heads
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
-from bert_tf.optimization import WarmupLinearDecay, create_optimizer
+from bert_tf.optimization import AdamW, WarmupLinearDecay, create_optimizer
 
 TINY = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=16, max_position_embeddings=16)
@@ -94,3 +95,52 @@ def test_optimizer_settings():
     with pytest.raises(ValueError, match="optimizer"):
         create_optimizer(1e-3, 10, 1, optimizer="sgd")
 
+
+
+def _trajectory(optimizer_cls, graph: bool) -> tuple:
+    """Five steps of `optimizer_cls` (BERT's settings: warmup schedule, clipping, weight
+    decay off LayerNorm and biases) on a tiny model, a dense gradient for the kernels
+    and an IndexedSlices one (an embedding lookup's) for the table."""
+    keras.utils.set_random_seed(0)
+    variables = _tiny_model()
+    optimizer = optimizer_cls(learning_rate=WarmupLinearDecay(0.05, 10, 2), weight_decay=0.01,
+                              epsilon=1e-6, global_clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+    rng = np.random.default_rng(1)
+
+    def gradient(v):
+        if v.path.endswith("word_embeddings/embeddings"):
+            rows = tf.constant([3, 7, 3], tf.int64)  # a repeated row is summed
+            return tf.IndexedSlices(tf.constant(rng.normal(size=(3, v.shape[1])), tf.float32),
+                                    rows, tf.constant(v.shape, tf.int64))
+        return tf.constant(rng.normal(size=v.shape), tf.float32)
+
+    optimizer.build(variables)
+    step = lambda grads: optimizer.apply(grads, variables)  # noqa: E731
+    step = tf.function(step) if graph else step
+    for _ in range(5):
+        step([gradient(v) for v in variables])
+    return [v.numpy() for v in variables], optimizer
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_fused_adamw_follows_keras_adamw(graph):
+    """The fused update computes Keras's AdamW, up to float32 reassociation."""
+    ours, optimizer = _trajectory(AdamW, graph)
+    keras_values, _ = _trajectory(keras.optimizers.AdamW, graph)
+    initial, _ = _trajectory(lambda **kw: keras.optimizers.SGD(0.0), graph)
+    for got, want, start in zip(ours, keras_values, initial):
+        assert not np.array_equal(got, start) or np.array_equal(want, start)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert int(optimizer.iterations) == 5
+
+
+def test_fused_adamw_runs_the_fused_kernel_once_per_variable():
+    variables = _tiny_model()
+    optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
+    optimizer.build(variables)
+    apply = tf.function(lambda grads: optimizer.apply(grads, variables))
+    graph = apply.get_concrete_function([tf.TensorSpec(v.shape, v.dtype)
+                                         for v in variables]).graph
+    kernels = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]
+    assert len(kernels) == len(variables)
