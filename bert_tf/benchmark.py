@@ -6,7 +6,9 @@
 Every model runs the same work: `train` = forward, backward and an AdamW update (lr 1e-5,
 weight decay 0.01 on every variable, epsilon 1e-6) of the encoder plus a 2-way
 classification head on the pooled output, dropout 0.1 everywhere, exact (erf) GELU;
-`infer` = the encoder's forward pass. `Peer.facts` reads these settings back from each
+`infer` = the encoder's forward pass. Each model trains with its own library's AdamW:
+ours with `bert_tf.optimization.AdamW` (Keras's, its Adam update fused), what
+`bert_tf.pretrain` and `glue_suite` train with. `Peer.facts` reads these settings back from each
 built model, and tests/test_benchmark.py checks that they and the parameter counts agree.
 keras-hub's BERT uses the tanh GELU; its feed-forward activation is set to the exact one
 here so that it does the same computation.
@@ -126,15 +128,15 @@ def _count(variables) -> int:
 
 
 def ours(config, batch, mode, precision, jit_compile) -> Peer:
-    import keras
     import tensorflow as tf
     from bert_tf.encoder import BertEncoder
     from bert_tf.heads import ClassificationHead
+    from bert_tf.optimization import AdamW
     ids, mask, segments, labels = (tf.constant(x) for x in batch)
     inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
     encoder = BertEncoder(config, dtype=precision)
     head = ClassificationHead(2, DROPOUT, dtype=precision)
-    optimizer = keras.optimizers.AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY, epsilon=EPSILON)
+    optimizer = AdamW(LEARNING_RATE, weight_decay=WEIGHT_DECAY, epsilon=EPSILON)
     encoder.build()
     head.build((None, config.hidden_size))
     variables = encoder.trainable_variables + head.trainable_variables
