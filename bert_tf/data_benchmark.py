@@ -131,13 +131,14 @@ def repeated_inputs(input_files: list, repeats: int, link_dir: str) -> list:
 
 def benchmark(args, command: str, work_dir: str) -> dict:
     input_files = expand_input_patterns(args.input_files)
-    corpus_dir = os.path.join(work_dir, "corpus")
-    corpus = write_line_corpus(input_files, corpus_dir, args.max_bytes_per_file)
-    corpus_files = [os.path.join(corpus_dir, name) for name in sorted(os.listdir(corpus_dir))]
-    print(f"corpus: {len(corpus_files)} files, {corpus['bytes'] / 1e6:.1f} MB, "
-          f"{corpus.get('documents', 0)} documents", file=sys.stderr, flush=True)
+    rounds, corpus = [], None
+    if args.rounds:
+        corpus_dir = os.path.join(work_dir, "corpus")
+        corpus = write_line_corpus(input_files, corpus_dir, args.max_bytes_per_file)
+        corpus_files = [os.path.join(corpus_dir, n) for n in sorted(os.listdir(corpus_dir))]
+        print(f"corpus: {len(corpus_files)} files, {corpus['bytes'] / 1e6:.1f} MB, "
+              f"{corpus.get('documents', 0)} documents", file=sys.stderr, flush=True)
     commands = {"bert_tf": ours_command, "tfm": tfm_command}
-    rounds = []
     for number in range(args.rounds):
         results = {}
         for tool in timing.rotated(list(TOOLS), number):
@@ -149,13 +150,13 @@ def benchmark(args, command: str, work_dir: str) -> dict:
     memory = []
     for repeats in args.memory_repeats:
         inputs = repeated_inputs(input_files, repeats, os.path.join(work_dir, f"x{repeats}"))
-        result = run_tool(ours_command(args, inputs, os.path.join(work_dir, f"memory-x{repeats}")),
-                          os.path.join(work_dir, f"memory-x{repeats}"))
+        output_dir = os.path.join(work_dir, f"memory-x{repeats}")
+        result = run_tool(ours_command(args, inputs, output_dir), output_dir)
         memory.append({"repeats": repeats, "input_files": len(inputs), **result})
         print(f"memory x{repeats}: {result}", file=sys.stderr, flush=True)
     return {**provenance.stamp(command),
             "settings": {k: v for k, v in vars(args).items() if k != "output_file"},
-            "corpus": corpus, "rounds": rounds, "summary": summarize(rounds),
+            "corpus": corpus, "rounds": rounds, "summary": summarize(rounds) if rounds else None,
             "memory": memory}
 
 
@@ -170,9 +171,21 @@ def summarize(rounds: list) -> dict:
 
 
 def report(record: dict) -> str:
+    lines = [*provenance.stamp_lines(record)]
+    if record["rounds"]:
+        lines += ["", *speed_report(record)]
+    if record["memory"]:
+        lines += ["", "bert_tf on the input files themselves (whole), and repeated:",
+                  "repeats  files  instances  seconds  inst/s  peak MB (largest process)"]
+        lines += [f"{m['repeats']:>7}  {m['input_files']:>5}  {m['instances']:>9}  "
+                  f"{m['seconds']:>7.0f}  {m['instances_per_second']:>6.0f}  "
+                  f"{m['peak_rss_mb']:>7.0f}" for m in record["memory"]]
+    return "\n".join(lines)
+
+
+def speed_report(record: dict) -> list:
     summary, corpus = record["summary"], record["corpus"]
-    lines = [*provenance.stamp_lines(record), "",
-             f"speed corpus: {corpus['bytes'] / 1e6:.1f} MB in the original's format, "
+    lines = [f"speed corpus: {corpus['bytes'] / 1e6:.1f} MB in the original's format, "
              f"{corpus.get('documents', 0)} documents, {corpus.get('sentences', 0)} sentences; "
              f"dupe_factor {record['settings']['dupe_factor']}, bert_tf num_workers "
              f"{record['settings']['num_workers']}, tfm one process",
@@ -189,13 +202,7 @@ def report(record: dict) -> str:
     ratio = summary["ratio"]
     lines.append(f"instances/s bert_tf / tfm: {ratio['of_medians']:.2f}x "
                  f"(95% bootstrap over rounds {ratio['low']:.2f}-{ratio['high']:.2f})")
-    if record["memory"]:
-        lines += ["", "bert_tf on the input files themselves (whole), and repeated:",
-                  "repeats  files  instances  seconds  inst/s  peak MB (largest process)"]
-        lines += [f"{m['repeats']:>7}  {m['input_files']:>5}  {m['instances']:>9}  "
-                  f"{m['seconds']:>7.0f}  {m['instances_per_second']:>6.0f}  "
-                  f"{m['peak_rss_mb']:>7.0f}" for m in record["memory"]]
-    return "\n".join(lines)
+    return lines
 
 
 def _repeats(text: str) -> tuple:
@@ -223,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dupe_factor", type=int, default=1)
     p.add_argument("--random_seed", type=int, default=12345)
     p.add_argument("--num_workers", type=int, default=1, help="bert_tf's processes")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="0: the memory runs only")
     p.add_argument("--memory_repeats", type=_repeats, default=(1, 4),
                    help="ours alone on the whole input files repeated N times, e.g. 1,4 "
                         "('' to skip)")
