@@ -89,13 +89,13 @@ class AdamW(keras.optimizers.AdamW):
     embedding table, the bulk of a small model's optimizer time. The arithmetic is
     Keras's (bias-corrected step size, epsilon added to sqrt(v)); weight decay and
     clipping stay Keras's, applied before the update as there. Distributed variables
-    (Mirrored, TPU), other dtypes and other backends take Keras's own update.
+    (Mirrored, TPU), other dtypes, amsgrad and other backends take Keras's own update.
     """
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         m, v = self._momentums[index].value, self._velocities[index].value
-        if not _fusable(variable, m, v):
+        if self.amsgrad or not _fusable(variable, m, v):
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import heads
+from bert_tf import distribute, heads
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.optimization import AdamW, WarmupLinearDecay, create_optimizer
@@ -135,12 +135,33 @@ def test_fused_adamw_follows_keras_adamw(graph):
     assert int(optimizer.iterations) == 5
 
 
-def test_fused_adamw_runs_the_fused_kernel_once_per_variable():
-    variables = _tiny_model()
-    optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
-    optimizer.build(variables)
+def test_fused_kernel_runs_once_per_variable_on_one_device():
+    """`--strategy cpu` (one device) holds plain variables: one fused kernel each."""
+    with distribute.create_strategy("cpu").scope():
+        variables = _tiny_model()
+        optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
+        optimizer.build(variables)
     apply = tf.function(lambda grads: optimizer.apply(grads, variables))
     graph = apply.get_concrete_function([tf.TensorSpec(v.shape, v.dtype)
                                          for v in variables]).graph
     kernels = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]
     assert len(kernels) == len(variables)
+
+
+def test_mirrored_variables_take_keras_update():
+    """Mirrored variables are not fused; the update is still Keras's AdamW's."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    results = []
+    for cls in (AdamW, keras.optimizers.AdamW):
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            variables = _tiny_model()
+            optimizer = cls(learning_rate=0.01, weight_decay=0.01, epsilon=1e-6)
+            optimizer.build(variables)
+        grads = [tf.ones(v.shape) * 0.1 for v in variables]
+        step = tf.function(lambda: strategy.run(lambda: optimizer.apply(grads, variables)))
+        for _ in range(2):
+            step()
+        results.append([v.numpy() for v in variables])
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
