@@ -9,7 +9,7 @@ from bert_tf.portable_paths import machine_paths
 
 
 def test_both_tools_make_instances_of_one_corpus_and_ours_reruns_it_repeated(tmp_path):
-    corpus = write_corpus(tmp_path / "text", num_files=2, docs_per_file=6, sentences_per_doc=20)
+    write_corpus(tmp_path / "text", num_files=2, docs_per_file=6, sentences_per_doc=20)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCAB) + "\n")
     record_file = tmp_path / "record.json"
