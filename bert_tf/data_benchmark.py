@@ -35,7 +35,7 @@ import time
 
 import tensorflow as tf
 
-from bert_tf import files, portable_paths, provenance, text_sources, timing
+from bert_tf import portable_paths, provenance, text_sources, timing
 from bert_tf.create_pretraining_data import expand_input_patterns
 from bert_tf.tokenization import infer_lower_case
 
@@ -250,9 +250,8 @@ def main(argv: list | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="data_benchmark_") as work_dir:
             record = benchmark(args, command, work_dir)
     print(report(record))
-    if args.output_file:  # may be committed: its paths portable
-        files.write_json(args.output_file, portable_paths.portable_record(
-            record, data_dir, os.path.dirname(os.path.abspath(args.output_file))))
+    if args.output_file:
+        portable_paths.write_record_beside(args.output_file, record, data_dir)
     return 0
 
 

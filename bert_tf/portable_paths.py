@@ -182,6 +182,13 @@ def portable_record(value, data_dir: Optional[str] = None,
     return value
 
 
+def write_record_beside(path: str, record: dict, data_dir: Optional[str] = None) -> None:
+    """`record` as JSON at `path`, its paths portable: under `data_dir` as $BERT_DATA_DIR,
+    under path's folder relative to it (a benchmark's output file may be committed)."""
+    files.write_json(path, portable_record(record, data_dir,
+                                           os.path.dirname(os.path.abspath(path))))
+
+
 def command_line(module: str, argv: list, data_dir: Optional[str] = None) -> str:
     """`python -m module argv...` as records hold it: paths relative to the working
     directory (the one a command runs from), data files under $BERT_DATA_DIR."""

@@ -292,9 +292,8 @@ def main(argv: Optional[list] = None) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     record = benchmark(args, portable_paths.command_line("glue_suite.benchmark", argv, data_dir))
     print(report(record))
-    if args.output_file:  # may be committed: its paths portable
-        files.write_json(args.output_file, portable_paths.portable_record(
-            record, data_dir, os.path.dirname(os.path.abspath(args.output_file))))
+    if args.output_file:
+        portable_paths.write_record_beside(args.output_file, record, data_dir)
     return 0
 
 
