@@ -191,8 +191,10 @@ def write_record_beside(path: str, record: dict, data_dir: Optional[str] = None)
 
 def command_line(module: str, argv: list, data_dir: Optional[str] = None) -> str:
     """`python -m module argv...` as records hold it: paths relative to the working
-    directory (the one a command runs from), data files under $BERT_DATA_DIR."""
-    return portable_text(shlex.join(["python", "-m", module, *argv]), data_dir)
+    directory (the one a command runs from), data files under $BERT_DATA_DIR. A module
+    given as a file (a script under results/) is run by its path: `python file argv...`."""
+    program = [module] if module.endswith(".py") else ["-m", module]
+    return portable_text(shlex.join(["python", *program, *argv]), data_dir)
 
 
 class PortableFormatter(logging.Formatter):

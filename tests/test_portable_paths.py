@@ -92,6 +92,9 @@ def test_a_command_line_is_relative_to_the_working_directory(dirs):
     assert command_line("glue_suite.run", ["--data_dir", data, "--output_dir", run_dir,
                                            "--task", "rte"], data) == \
         "python -m glue_suite.run --data_dir $BERT_DATA_DIR --output_dir runs/rte --task rte"
+    # A script is run by its path, not as a module.
+    assert command_line("results/benchmark/fused_adam_ab.py", ["--rounds", "8"]) == \
+        "python results/benchmark/fused_adam_ab.py --rounds 8"
 
 
 def test_a_log_file_gets_portable_paths(dirs):
