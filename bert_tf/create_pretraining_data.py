@@ -9,8 +9,9 @@
 The stage, like google-research/bert's `create_pretraining_data.py`, in five modules:
   text_sources           files -> documents -> sentences (WikiExtractor `<doc>` files,
                          Project Gutenberg books, one sentence per line)
-  this module            sentences -> WordPiece ids; the files run through worker
-                         processes
+  this module            sentences -> WordPiece ids, one token file per input file (the
+                         first pass); then each file's instances from its token file and
+                         the others' (the second); the files run through worker processes
   shard_set              their records dealt to shards, moved into place, metadata.json
   pretraining_instances  a document's ids -> training instances (the original
                          algorithm; the objectives and a worked example)
@@ -30,7 +31,10 @@ with bounded memory (the original holds the whole corpus, tokenized, in memory):
 Memory, per worker, is one document piece, one tokenizer batch (4096 sentences) and the
 window; the main process holds one shard (`shard_size` records) while shuffling it.
 None of these grows with the corpus (measured: ~850 MB per process, of which ~780 MB
-is TensorFlow itself).
+is TensorFlow itself). The token files are on disk, in the output directory's temporary
+directory until the shards are written: ~4 bytes a token (~150 MB for 150 MB of
+Wikipedia text). Reading the window from them instead of tokenizing the text again for
+it halves the work of "nsp" data.
 
 Determinism: file i uses `random.Random(f"{seed}/{i}")` and writes its own temporary
 file; shard j is shuffled with `random.Random(f"{seed}/shard/{j}")`. The same inputs,
@@ -41,6 +45,7 @@ import argparse
 import collections
 import dataclasses
 import glob
+import itertools
 import multiprocessing
 import os
 import random
@@ -51,6 +56,7 @@ import tempfile
 import time
 from typing import Iterator
 
+import numpy as np
 import tensorflow as tf
 import tqdm
 
@@ -111,21 +117,57 @@ def tokenized_documents(path: str, file_index: int, tokenizer: BertTokenizer,
         yield from _tokenize(batch, tokenizer)
 
 
-def _other_files_documents(files: list[str], file_index: int, tokenizer: BertTokenizer,
-                           max_bytes: int | None) -> Iterator[tuple[Source, Document]]:
+# ----------------------------------------------------------------------------------
+# Token files: each input file's tokenized documents, written once, read by its own
+# instances and by the random-next window of every other file.
+
+def _read_array(path: str, dtype) -> np.ndarray:
+    """The file's values, memory-mapped (empty if the file is)."""
+    if not os.path.getsize(path):
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype, mode="r")
+
+
+def write_token_file(documents: Iterator[tuple[Source, Document]], prefix: str) -> None:
+    """Appends each document to `prefix`.ids (its token ids, int32), .sentences (its
+    sentences' lengths) and .documents (its index and number of sentences), as they come:
+    nothing is held in memory. If `documents` raises, what came before stays written."""
+    with open(prefix + ".ids", "wb") as ids, open(prefix + ".sentences", "wb") as lengths, \
+            open(prefix + ".documents", "wb") as table:
+        for (_, index), document in documents:
+            ids.write(np.fromiter(itertools.chain.from_iterable(document), np.int32)
+                      .tobytes())
+            lengths.write(np.array([len(s) for s in document], np.int64).tobytes())
+            table.write(np.array([index, len(document)], np.int64).tobytes())
+
+
+def read_token_file(prefix: str, file_index: int) -> Iterator[tuple[Source, Document]]:
+    """The documents `write_token_file` wrote, in order (none if it never ran)."""
+    if not os.path.exists(prefix + ".documents"):
+        return
+    table = _read_array(prefix + ".documents", np.int64).reshape(-1, 2)
+    lengths = _read_array(prefix + ".sentences", np.int64)
+    ids = _read_array(prefix + ".ids", np.int32)
+    sentence = token = 0
+    for index, num_sentences in table.tolist():
+        ends = np.cumsum(lengths[sentence:sentence + num_sentences]).tolist()
+        flat = ids[token:token + ends[-1]].tolist()
+        yield (file_index, index), [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        sentence, token = sentence + num_sentences, token + ends[-1]
+
+
+def _other_files_documents(prefixes: list[str], file_index: int
+                           ) -> Iterator[tuple[Source, Document]]:
     """The documents of the files after `file_index`, then before it, then its own."""
-    order = list(range(file_index + 1, len(files))) + list(range(file_index + 1))
+    order = list(range(file_index + 1, len(prefixes))) + list(range(file_index + 1))
     for j in order:
-        try:
-            # Not counted: each file is counted once, when it is processed itself.
-            yield from tokenized_documents(files[j], j, tokenizer, collections.Counter(),
-                                           max_bytes)
-        except OSError:
-            pass
+        yield from read_token_file(prefixes[j], j)
 
 
 # ----------------------------------------------------------------------------------
-# One input file -> one temporary TFRecord file (runs in a worker process).
+# The two passes, each one input file at a time (in worker processes): its text ->
+# its token file; then its token file (and the others', for random next segments) ->
+# one temporary TFRecord file of its instances.
 
 _worker = {}  # the tokenizer and Vocab of this process, made by _init_worker
 
@@ -138,44 +180,51 @@ def _init_worker(vocab_file: str, lower_case: bool | None, single_thread: bool) 
     _worker.update(tokenizer=tokenizer, vocab=Vocab.from_tokenizer(tokenizer))
 
 
-def _process_file(task: tuple[int, list[str], DataConfig, str]):
-    """Writes the instances of files[file_index] to out_path; returns its counts."""
-    file_index, files, config, out_path = task
-    tokenizer, vocab = _worker["tokenizer"], _worker["vocab"]
-    path = files[file_index]
+def _tokenize_file(task: tuple[int, str, int | None, str]):
+    """Writes the token file of one input file; returns its reading counts."""
+    file_index, path, max_bytes, prefix = task
     stats, problems = collections.Counter(files=1), []
-    rng = random.Random(f"{config.random_seed}/{file_index}")
-    pool = None
-    if config.objective == "nsp":
-        others = _other_files_documents(files, file_index, tokenizer,
-                                        config.max_bytes_per_file)
-        pool = RandomDocumentPool(others, config.pool_documents, config.pool_tokens)
-    with tf.io.TFRecordWriter(out_path) as writer:
-        try:
-            for source, document in tokenized_documents(path, file_index, tokenizer, stats,
-                                                        config.max_bytes_per_file):
-                num_tokens = sum(map(len, document))
-                stats["tokens"] += num_tokens
-                if pool is not None:
-                    pool.advance(num_tokens)
-                for _ in range(config.dupe_factor):
-                    if config.objective == "nsp":
-                        instances = create_nsp_instances(document, source, pool, config,
-                                                         vocab, rng, stats)
-                    else:
-                        instances = create_packed_instances(document, config, vocab, rng,
-                                                            stats)
-                    for instance in instances:
-                        example = instance_to_example(instance, config.max_seq_length,
-                                                      config.max_predictions_per_seq)
-                        writer.write(example.SerializeToString(deterministic=True))
-        except OSError as e:
-            stats["unreadable_files"] += 1
-            problems.append(f"{path}: unreadable ({e})")
+    try:
+        write_token_file(tokenized_documents(path, file_index, _worker["tokenizer"], stats,
+                                             max_bytes), prefix)
+    except OSError as e:
+        stats["unreadable_files"] += 1
+        problems.append(f"{path}: unreadable ({e})")
     if not stats["unreadable_files"] and not stats["documents"]:
         stats["empty_files"] += 1
         problems.append(f"{path}: no documents")
     return file_index, stats, problems
+
+
+def _process_file(task: tuple[int, list[str], DataConfig, str]):
+    """Writes the instances of the file whose token file is prefixes[file_index] to
+    out_path; returns its counts."""
+    file_index, prefixes, config, out_path = task
+    vocab = _worker["vocab"]
+    stats = collections.Counter()
+    rng = random.Random(f"{config.random_seed}/{file_index}")
+    pool = None
+    if config.objective == "nsp":
+        pool = RandomDocumentPool(_other_files_documents(prefixes, file_index),
+                                  config.pool_documents, config.pool_tokens)
+    with tf.io.TFRecordWriter(out_path) as writer:
+        for source, document in read_token_file(prefixes[file_index], file_index):
+            num_tokens = sum(map(len, document))
+            stats["tokens"] += num_tokens
+            if pool is not None:
+                pool.advance(num_tokens)
+            for _ in range(config.dupe_factor):
+                if config.objective == "nsp":
+                    instances = create_nsp_instances(document, source, pool, config,
+                                                     vocab, rng, stats)
+                else:
+                    instances = create_packed_instances(document, config, vocab, rng,
+                                                        stats)
+                for instance in instances:
+                    example = instance_to_example(instance, config.max_seq_length,
+                                                  config.max_predictions_per_seq)
+                    writer.write(example.SerializeToString(deterministic=True))
+    return file_index, stats, []
 
 
 # ----------------------------------------------------------------------------------
@@ -236,7 +285,8 @@ def create_pretraining_data(input_files: list[str], vocab_file: str, output_dir:
         parts = [os.path.join(tmp_dir, f"file-{i:05d}.tfrecord")
                  for i in range(len(input_files))]
         stats, skipped = _write_file_parts(input_files, parts, config, tokenizer,
-                                           vocab_file, lower_case, num_workers, progress)
+                                           vocab_file, lower_case, num_workers, progress,
+                                           tmp_dir)
         metadata = portable_paths.portable_record(
             _metadata(command, input_files, vocab_file, tokenizer, config, num_workers,
                       shard_size, stats, skipped), data_dir, output_dir)
@@ -273,35 +323,60 @@ def _check_arguments(input_files: list[str], vocab_file: str, num_workers: int,
 
 def _write_file_parts(input_files: list[str], parts: list[str], config: DataConfig,
                       tokenizer: BertTokenizer, vocab_file: str, lower_case: bool | None,
-                      num_workers: int, progress: bool) -> tuple[collections.Counter, list]:
-    """Writes the instances of input_files[i] to parts[i], in `num_workers` processes.
+                      num_workers: int, progress: bool, tmp_dir: str
+                      ) -> tuple[collections.Counter, list]:
+    """Writes the instances of input_files[i] to parts[i], in `num_workers` processes:
+    every file's token file first (under tmp_dir), since any file's random next segments
+    may come from any other, then every file's instances.
 
     Returns the summed counts and what was skipped, in input order.
     """
-    tasks = [(i, input_files, config, parts[i]) for i in range(len(input_files))]
+    prefixes = [os.path.join(tmp_dir, f"tokens-{i:05d}") for i in range(len(input_files))]
     sizes = [os.path.getsize(f) if os.path.exists(f) else 0 for f in input_files]
-    stats, problems = collections.Counter(), {}
-    bar = tqdm.tqdm(total=sum(sizes), unit="B", unit_scale=True, file=sys.stderr,
-                    desc="create_pretraining_data", disable=not progress, mininterval=2.0)
     if num_workers == 1:
         _worker.update(tokenizer=tokenizer, vocab=Vocab.from_tokenizer(tokenizer))
-        results = map(_process_file, tasks)
-        pool = None
+        pool, map_files = None, map
     else:
         # "spawn": each worker imports TF afresh (forking a process that already runs
         # TF threads is unsafe).
         pool = multiprocessing.get_context("spawn").Pool(
             num_workers, initializer=_init_worker, initargs=(vocab_file, lower_case, True))
-        results = pool.imap_unordered(_process_file, tasks)
-    for file_index, file_stats, file_problems in results:
+        map_files = pool.imap_unordered
+    try:
+        stats, problems = _each_file(
+            map_files, _tokenize_file,
+            [(i, f, config.max_bytes_per_file, prefixes[i]) for i, f in enumerate(input_files)],
+            sizes, "tokenize", progress)
+        instance_stats, _ = _each_file(
+            map_files, _process_file,
+            [(i, prefixes, config, parts[i]) for i in range(len(input_files))],
+            sizes, "instances", progress)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()  # so that RUSAGE_CHILDREN sees the workers
+    for prefix in prefixes:  # no longer needed: free the disk before sharding
+        for suffix in (".ids", ".sentences", ".documents"):
+            if os.path.exists(prefix + suffix):
+                os.remove(prefix + suffix)
+    return stats + instance_stats, problems
+
+
+def _each_file(map_files, work, tasks: list, sizes: list[int], stage: str,
+               progress: bool) -> tuple[collections.Counter, list]:
+    """Runs work(task) for every file's task, with a progress bar over the input bytes;
+    returns the summed counts and the problems, in input order."""
+    stats, problems = collections.Counter(), {}
+    bar = tqdm.tqdm(total=sum(sizes), unit="B", unit_scale=True, file=sys.stderr,
+                    desc=f"create_pretraining_data ({stage})", disable=not progress,
+                    mininterval=2.0)
+    for file_index, file_stats, file_problems in map_files(work, tasks):
         stats.update(file_stats)
         problems[file_index] = file_problems
         bar.update(sizes[file_index])
-        bar.set_postfix(instances=stats["instances"], refresh=False)
+        if stats["instances"]:
+            bar.set_postfix(instances=stats["instances"], refresh=False)
     bar.close()
-    if pool is not None:
-        pool.close()
-        pool.join()  # so that RUSAGE_CHILDREN sees the workers
     return stats, [p for i in sorted(problems) for p in problems[i]]
 
 

@@ -53,9 +53,9 @@ the whole corpus, tokenized, in memory; `create_pretraining_data` lists the othe
   (in input order, the file itself last) and moves on as many tokens as the file being
   processed. So a negative is always from another document (10 tries, as in the
   original; failures, possible only in a tiny corpus, are counted), the same excerpt is
-  rarely drawn twice, and the result does not depend on `num_workers`. The price is
-  that the text is read and tokenized about twice (plus `pool_tokens` per file, to fill
-  the window).
+  rarely drawn twice, and the result does not depend on `num_workers`. The window reads
+  the other files' token files (`create_pretraining_data` tokenizes each file once,
+  to disk), so the price is reading about twice as many tokens, not tokenizing twice.
 - The target length is drawn anew for every segment; the original draws it once per
   document, so a whole book would be short 10% of the time.
 """

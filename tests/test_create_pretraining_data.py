@@ -371,6 +371,26 @@ def test_deterministic_for_a_seed_and_any_number_of_workers(corpus, vocab_file,
     assert shard_bytes(tmp_path / "seed") != shard_bytes(out)
 
 
+def test_token_files_give_back_the_documents_as_written(tmp_path):
+    """Each file is tokenized once, to disk, and read back by its own instances and by
+    the other files' random-next windows: the same documents, in order, and those
+    written before a read error (as the text reader yielded them before it)."""
+    documents = [((3, 0), [[5, 6, 7], [8]]), ((3, 1), [[9]]),
+                 ((3, 4), [[10, 11], [12, 13, 14], [15]])]
+
+    def read_then_fail():
+        yield from documents
+        raise OSError("read error")
+
+    prefix = str(tmp_path / "tokens-00003")
+    with pytest.raises(OSError):
+        cpd.write_token_file(read_then_fail(), prefix)
+    assert list(cpd.read_token_file(prefix, 3)) == documents
+    assert list(cpd.read_token_file(str(tmp_path / "never-written"), 4)) == []
+    cpd.write_token_file(iter([]), prefix)
+    assert list(cpd.read_token_file(prefix, 3)) == []
+
+
 # ---------------------------------------------------------------------------------
 # Bad input
 
