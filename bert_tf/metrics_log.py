@@ -9,8 +9,8 @@ import tensorflow as tf
 from bert_tf.files import write_text
 
 CSV_COLUMNS = ("step", "split", "loss", "mlm_loss", "mlm_accuracy", "mlm_perplexity",
-               "nsp_loss", "nsp_accuracy", "learning_rate", "grad_norm",
-               "examples_per_second", "elapsed_seconds")
+               "mlm_hidden_loss", "mlm_hidden_accuracy", "nsp_loss", "nsp_accuracy",
+               "learning_rate", "grad_norm", "examples_per_second", "elapsed_seconds")
 
 
 class MetricsLog:
@@ -60,7 +60,9 @@ class MetricsLog:
 def format_metrics(step: int, total: int, metrics: dict, split: str = "train") -> str:
     """The log line of a training interval or an evaluation."""
     parts = [f"{split} step {step}/{total}", f"loss {metrics['loss']:.4f}",
-             f"mlm {metrics['mlm_loss']:.4f} acc {metrics['mlm_accuracy']:.4f}"]
+             f"mlm {metrics['mlm_loss']:.4f} acc {metrics['mlm_accuracy']:.4f}"
+             + (f" (hidden {metrics['mlm_hidden_accuracy']:.4f})"
+                if "mlm_hidden_accuracy" in metrics else "")]
     if "nsp_loss" in metrics:
         parts.append(f"nsp {metrics['nsp_loss']:.4f} acc {metrics['nsp_accuracy']:.4f}")
     if split == "eval":

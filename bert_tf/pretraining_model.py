@@ -30,7 +30,9 @@ from bert_tf.heads import MaskedLMHead, NextSentenceHead
 from bert_tf.pretraining_instances import OBJECTIVES
 
 # What `loss_sums` returns; every value is a float32 scalar summed over the batch.
-SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
+# mlm_hidden_*: the same over the LM targets the input does not show (`hidden_targets`).
+SUM_KEYS = ("mlm_loss", "mlm_correct", "mlm_count", "mlm_hidden_loss", "mlm_hidden_correct",
+            "mlm_hidden_count", "nsp_loss", "nsp_correct", "nsp_count")
 
 
 def prediction_targets(features: dict, objective: str):
@@ -53,6 +55,23 @@ def prediction_targets(features: dict, objective: str):
         return positions, input_ids[:, 1:], weights
     return (features["masked_lm_positions"], features["masked_lm_ids"],
             ops.cast(features["masked_lm_weights"], "float32"))
+
+
+def hidden_targets(features: dict, positions, labels, weights, objective: str):
+    """The weights [B, P] of the LM targets that the input does not show.
+
+    80/10/10 masking leaves 10% of the targets unchanged in the input. Copying them is
+    learnt first, and is worth ~9 points of MLM accuracy and a loss below the unigram
+    entropy with no use of the context: BERT-Tiny at step 4,500 of the cpu recipe
+    predicted 91% of the unchanged targets and 6.1% of the [MASK]ed ones, the unigram
+    rate (15.5% by step 15,000). The metrics over the hidden targets are what the
+    context buys. LTR never shows its target (the next token).
+    """
+    if objective == "ltr":
+        return weights
+    shown = ops.take_along_axis(features["input_ids"], positions, axis=1)  # [B, P]
+    return weights * ops.cast(ops.not_equal(ops.cast(shown, "int32"),
+                                            ops.cast(labels, "int32")), "float32")
 
 
 def sample_next_token_positions(count: int):
@@ -178,7 +197,8 @@ class BertPretrainer(keras.Model):
         """Forward pass -> {SUM_KEYS: float32 [B]}: `loss_sums` of each example (the
         held-out losses per sequence, for confidence intervals over sequences)."""
         outputs = self(features, training=training)
-        _, labels, weights = prediction_targets(features, self.objective)  # [B, P]
+        positions, labels, weights = prediction_targets(features, self.objective)  # [B, P]
+        hidden = hidden_targets(features, positions, labels, weights, self.objective)
         batch = ops.shape(weights)[0]
         cross_entropy, predicted = cross_entropy_and_prediction(
             ops.reshape(outputs["mlm_logits"], (-1, self.config.vocab_size)),
@@ -188,7 +208,10 @@ class BertPretrainer(keras.Model):
                                      ops.cast(labels, "int32")), "float32")
         sums = {"mlm_loss": ops.sum(cross_entropy * weights, axis=1),
                 "mlm_correct": ops.sum(correct * weights, axis=1),
-                "mlm_count": ops.sum(weights, axis=1)}
+                "mlm_count": ops.sum(weights, axis=1),
+                "mlm_hidden_loss": ops.sum(cross_entropy * hidden, axis=1),
+                "mlm_hidden_correct": ops.sum(correct * hidden, axis=1),
+                "mlm_hidden_count": ops.sum(hidden, axis=1)}
         zeros = ops.zeros((batch,), "float32")
         if not self.uses_nsp:
             return {**sums, "nsp_loss": zeros, "nsp_correct": zeros, "nsp_count": zeros}
@@ -229,12 +252,17 @@ def mean_metrics(sums: dict) -> dict:
     """Sums (of one batch or of many) -> mean losses and accuracies.
 
     For the held-out data, `mlm_perplexity` = exp(mean MLM loss), the masked-LM
-    perplexity of the paper's Table 6.
+    perplexity of the paper's Table 6. mlm_hidden_loss / _accuracy: over the targets the
+    input hides (`hidden_targets`), what the context buys.
     """
     mlm_count, nsp_count = max(float(sums["mlm_count"]), 1.0), float(sums["nsp_count"])
     metrics = {"mlm_loss": float(sums["mlm_loss"]) / mlm_count,
                "mlm_accuracy": float(sums["mlm_correct"]) / mlm_count}
     metrics["mlm_perplexity"] = math.exp(min(metrics["mlm_loss"], 700.0))
+    hidden_count = float(sums["mlm_hidden_count"])
+    if hidden_count:
+        metrics["mlm_hidden_loss"] = float(sums["mlm_hidden_loss"]) / hidden_count
+        metrics["mlm_hidden_accuracy"] = float(sums["mlm_hidden_correct"]) / hidden_count
     if nsp_count:
         metrics["nsp_loss"] = float(sums["nsp_loss"]) / nsp_count
         metrics["nsp_accuracy"] = float(sums["nsp_correct"]) / nsp_count

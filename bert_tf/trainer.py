@@ -366,9 +366,10 @@ class Trainer:
                 log(format_metrics(step, config.num_train_steps, train_metrics))
                 metrics_log.write(step, "train", train_metrics, time.time() - start)
                 window, window_steps, window_seconds = None, 0, 0.0
+                # (Masking that shows every target, e.g. 0/100/0, hides none: no check.)
                 if (self.is_chief and 0 < config.plateau_check_steps <= step
-                        and not self.plateau):
-                    self._check_plateau(step, train_metrics["mlm_loss"], log)
+                        and not self.plateau and "mlm_hidden_loss" in train_metrics):
+                    self._check_plateau(step, train_metrics["mlm_hidden_loss"], log)
             self._enter_phase(config.phase_of(step))
             evaluated = self._export_save_evaluate(step, log, metrics_log, start)
             eval_metrics = evaluated or eval_metrics
@@ -420,8 +421,9 @@ class Trainer:
         return eval_metrics
 
     def _check_plateau(self, step: int, mlm_loss: float, log) -> None:
-        """Compares the training masked-LM loss with the unigram entropy of the first
-        ~50k phase-1 records (as masked for training); warns if it is not below."""
+        """Compares the training masked-LM loss on the hidden targets with their unigram
+        entropy in the first ~50k phase-1 records (as masked for training); warns if it
+        is not below (`bert_tf.plateau`)."""
         config = self.config
         predictions = config.max_predictions_per_seq
         batches = make_pretraining_dataset(

@@ -197,7 +197,8 @@ def test_training_learns_and_writes_metrics_tensorboard_and_export(full_run):
 
 
 def records_unigram_entropy(files, objective):
-    """scipy's entropy of the LM targets, read from the records with tf.train.Example."""
+    """scipy's entropy of the LM targets the input hides (masked LM: not the token at
+    the target's position), read from the records with tf.train.Example."""
     counts = np.zeros(VOCAB_SIZE)
     for path in files:
         for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
@@ -206,8 +207,11 @@ def records_unigram_entropy(files, objective):
                 ids, mask = f["input_ids"].int64_list.value, f["input_mask"].int64_list.value
                 targets = [t for t, m in zip(ids[1:], mask[1:]) if m]
             else:
-                targets = [t for t, w in zip(f["masked_lm_ids"].int64_list.value,
-                                             f["masked_lm_weights"].float_list.value) if w]
+                ids = f["input_ids"].int64_list.value
+                targets = [t for t, p, w in zip(f["masked_lm_ids"].int64_list.value,
+                                                f["masked_lm_positions"].int64_list.value,
+                                                f["masked_lm_weights"].float_list.value)
+                           if w and ids[p] != t]
             np.add.at(counts, targets, 1)
     return scipy.stats.entropy(counts)
 

@@ -10,8 +10,8 @@ import tensorflow as tf
 from bert_tf.checkpoints import name_map
 from bert_tf.config import BertConfig
 from bert_tf.pretraining_model import (BertPretrainer, cross_entropy_and_prediction,
-                                       mean_metrics, prediction_targets, pretraining_loss,
-                                       sample_next_token_positions)
+                                       hidden_targets, mean_metrics, prediction_targets,
+                                       pretraining_loss, sample_next_token_positions)
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, hidden_dropout_prob=0.0,
@@ -190,6 +190,41 @@ def test_ltr_on_sampled_positions_scores_those_next_tokens():
     all_positions = sample_next_token_positions(T - 1)(batch, tf.constant([1, 2], tf.int64))
     for key in ("mlm_loss", "mlm_count"):
         np.testing.assert_allclose(model.example_sums(all_positions)[key], every[key], rtol=1e-4)
+
+
+def test_hidden_metrics_leave_out_the_targets_the_input_shows():
+    """mlm_hidden_* are the mlm_* sums over the targets whose token the input does not
+    show (80/10/10 leaves 10% unchanged, and a model can copy them); LTR shows none."""
+    batch = features()
+    rows, slots = np.arange(B), np.array([0, 2, 1])
+    ids = batch["input_ids"].copy()  # one unchanged target per row
+    ids[rows, batch["masked_lm_positions"][rows, slots]] = batch["masked_lm_ids"][rows, slots]
+    batch = {**batch, "input_ids": ids}
+    labels = batch["masked_lm_ids"]
+    shown = np.take_along_axis(ids, batch["masked_lm_positions"], 1)
+    expected = batch["masked_lm_weights"] * (shown != labels)
+    assert expected[rows, slots].sum() == 0 and expected.sum() <= 11 - B
+    positions, _, weights = prediction_targets(batch, "nsp")
+    np.testing.assert_array_equal(hidden_targets(batch, positions, labels, weights, "nsp"),
+                                  expected)
+
+    model = build("nsp")
+    sums = model.example_sums(batch)
+    logits = model(batch)["mlm_logits"].numpy()  # [B, P, V]
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    cross_entropy = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    correct = logits.argmax(-1) == labels
+    np.testing.assert_allclose(sums["mlm_hidden_loss"], (cross_entropy * expected).sum(1),
+                               rtol=1e-4)
+    np.testing.assert_array_equal(sums["mlm_hidden_correct"], (correct * expected).sum(1))
+    np.testing.assert_array_equal(sums["mlm_hidden_count"], expected.sum(1))
+    metrics = mean_metrics({k: float(np.sum(v)) for k, v in sums.items()})
+    assert metrics["mlm_hidden_accuracy"] == pytest.approx(
+        (correct * expected).sum() / expected.sum())
+
+    ltr = build("ltr").example_sums(batch)
+    np.testing.assert_array_equal(ltr["mlm_hidden_count"], ltr["mlm_count"])
+    np.testing.assert_array_equal(ltr["mlm_hidden_loss"], ltr["mlm_loss"])
 
 
 def test_no_nsp_freezes_pooler_and_nsp_head():
