@@ -70,6 +70,7 @@ from bert_tf.pretraining_instances import (OBJECTIVES, DataConfig, Document, Sou
 from bert_tf.tokenization import BertTokenizer
 
 TOKENIZE_BATCH_SENTENCES = 4096  # tf-text is fast per batch and slow per call
+TABLE_ROWS_PER_READ = 4096  # documents whose (index, sentences) a token file read takes
 
 # What `create_pretraining_data` counts, in the order it reports them.
 COUNTS = (
@@ -121,13 +122,6 @@ def tokenized_documents(path: str, file_index: int, tokenizer: BertTokenizer,
 # Token files: each input file's tokenized documents, written once, read by its own
 # instances and by the random-next window of every other file.
 
-def _read_array(path: str, dtype) -> np.ndarray:
-    """The file's values, memory-mapped (empty if the file is)."""
-    if not os.path.getsize(path):
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype, mode="r")
-
-
 def write_token_file(documents: Iterator[tuple[Source, Document]], prefix: str) -> None:
     """Appends each document to `prefix`.ids (its token ids, int32), .sentences (its
     sentences' lengths) and .documents (its index and number of sentences), as they come:
@@ -142,18 +136,18 @@ def write_token_file(documents: Iterator[tuple[Source, Document]], prefix: str) 
 
 
 def read_token_file(prefix: str, file_index: int) -> Iterator[tuple[Source, Document]]:
-    """The documents `write_token_file` wrote, in order (none if it never ran)."""
+    """The documents `write_token_file` wrote, in order (none if it never ran), read a
+    document at a time: memory does not grow with the file (a memory map would keep
+    every page read resident)."""
     if not os.path.exists(prefix + ".documents"):
         return
-    table = _read_array(prefix + ".documents", np.int64).reshape(-1, 2)
-    lengths = _read_array(prefix + ".sentences", np.int64)
-    ids = _read_array(prefix + ".ids", np.int32)
-    sentence = token = 0
-    for index, num_sentences in table.tolist():
-        ends = np.cumsum(lengths[sentence:sentence + num_sentences]).tolist()
-        flat = ids[token:token + ends[-1]].tolist()
-        yield (file_index, index), [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-        sentence, token = sentence + num_sentences, token + ends[-1]
+    with open(prefix + ".ids", "rb") as ids, open(prefix + ".sentences", "rb") as lengths, \
+            open(prefix + ".documents", "rb") as table:
+        while len(rows := np.fromfile(table, np.int64, 2 * TABLE_ROWS_PER_READ)):
+            for index, num_sentences in rows.reshape(-1, 2).tolist():
+                ends = np.cumsum(np.fromfile(lengths, np.int64, num_sentences)).tolist()
+                flat = np.fromfile(ids, np.int32, ends[-1]).tolist()
+                yield (file_index, index), [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def _other_files_documents(prefixes: list[str], file_index: int
