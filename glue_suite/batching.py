@@ -51,10 +51,6 @@ def bucket_lengths(lengths: np.ndarray, length_multiple: int, max_seq_length: in
     return np.minimum(rounded, max_seq_length)
 
 
-# ---------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------
-
 def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """The dataset with tf.data's autotuning off.
 
@@ -63,13 +59,18 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     fit deletes the epoch's iterator at each epoch's end: measured on RTE (78 batches an
     epoch, ~2.5 min), the first step of 4 of 6 later epochs took 43-51 s instead of ~1 s,
     with the main thread in ~IteratorResource; an iterator of this pipeline that lived
-    60 s took 21.6 s to delete with autotuning and 0.00 s without. These pipelines slice
-    arrays in memory and map nothing in parallel, so autotuning has nothing to tune.
+    60 s took 21.6 s to delete with autotuning and 0.00 s without
+    (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
+    map nothing in parallel, so autotuning has nothing to tune.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.with_options(options)
 
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
 
 def _per_position(t: tf.Tensor) -> bool:
     return t.shape.rank >= 2  # [B, ..., T]; [B] arrays (labels, positions) stay whole
