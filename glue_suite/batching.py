@@ -61,7 +61,9 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     with the main thread in ~IteratorResource; an iterator of this pipeline that lived
     60 s took 21.6 s to delete with autotuning and 0.00 s without
     (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
-    map nothing in parallel, so autotuning has nothing to tune.
+    map nothing in parallel, so autotuning has nothing to tune. (Not the whole story: a
+    deletion still stalled at 2 epoch starts of the RTE command with autotuning off,
+    waiting for another thread of the iterator; results/benchmark/README.md.)
     """
     options = tf.data.Options()
     options.autotune.enabled = False
