@@ -62,7 +62,7 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     60 s took 21.6 s to delete with autotuning and 0.00 s without
     (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
     map nothing in parallel, so autotuning has nothing to tune. (Not the whole story: a
-    deletion still stalled at 2 epoch starts of the RTE command with autotuning off,
+    deletion still stalled at 3 epoch starts of the RTE command with autotuning off,
     waiting for another thread of the iterator; results/benchmark/README.md.)
     """
     options = tf.data.Options()
