@@ -122,12 +122,18 @@ def tokenized_documents(path: str, file_index: int, tokenizer: BertTokenizer,
 # Token files: each input file's tokenized documents, written once, read by its own
 # instances and by the random-next window of every other file.
 
+def token_file_paths(prefix: str) -> tuple[str, str, str]:
+    """A token file's three files: its token ids (int32), its sentences' lengths and its
+    document table (index, number of sentences; int64)."""
+    return prefix + ".ids", prefix + ".sentences", prefix + ".documents"
+
+
 def write_token_file(documents: Iterator[tuple[Source, Document]], prefix: str) -> None:
-    """Appends each document to `prefix`.ids (its token ids, int32), .sentences (its
-    sentences' lengths) and .documents (its index and number of sentences), as they come:
+    """Appends each document to the token file `prefix` (`token_file_paths`) as it comes:
     nothing is held in memory. If `documents` raises, what came before stays written."""
-    with open(prefix + ".ids", "wb") as ids, open(prefix + ".sentences", "wb") as lengths, \
-            open(prefix + ".documents", "wb") as table:
+    ids_path, lengths_path, table_path = token_file_paths(prefix)
+    with open(ids_path, "wb") as ids, open(lengths_path, "wb") as lengths, \
+            open(table_path, "wb") as table:
         for (_, index), document in documents:
             ids.write(np.fromiter(itertools.chain.from_iterable(document), np.int32)
                       .tobytes())
@@ -139,10 +145,11 @@ def read_token_file(prefix: str, file_index: int) -> Iterator[tuple[Source, Docu
     """The documents `write_token_file` wrote, in order (none if it never ran), read a
     document at a time: memory does not grow with the file (a memory map would keep
     every page read resident)."""
-    if not os.path.exists(prefix + ".documents"):
+    ids_path, lengths_path, table_path = token_file_paths(prefix)
+    if not os.path.exists(table_path):
         return
-    with open(prefix + ".ids", "rb") as ids, open(prefix + ".sentences", "rb") as lengths, \
-            open(prefix + ".documents", "rb") as table:
+    with open(ids_path, "rb") as ids, open(lengths_path, "rb") as lengths, \
+            open(table_path, "rb") as table:
         while len(rows := np.fromfile(table, np.int64, 2 * TABLE_ROWS_PER_READ)):
             for index, num_sentences in rows.reshape(-1, 2).tolist():
                 ends = np.cumsum(np.fromfile(lengths, np.int64, num_sentences)).tolist()
@@ -350,9 +357,9 @@ def _write_file_parts(input_files: list[str], parts: list[str], config: DataConf
             pool.close()
             pool.join()  # so that RUSAGE_CHILDREN sees the workers
     for prefix in prefixes:  # no longer needed: free the disk before sharding
-        for suffix in (".ids", ".sentences", ".documents"):
-            if os.path.exists(prefix + suffix):
-                os.remove(prefix + suffix)
+        for path in token_file_paths(prefix):
+            if os.path.exists(path):
+                os.remove(path)
     return stats + instance_stats, problems
 
 
