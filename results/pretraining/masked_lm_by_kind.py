@@ -27,6 +27,7 @@ from transformers import BertForPreTraining
 
 from bert_tf import timing
 from bert_tf.pretraining_dataset import feature_spec
+from bert_tf.tokenization import load_vocab
 
 BATCH_SIZE = 64
 
@@ -80,8 +81,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as hf_dir:
             to_huggingface(checkpoint, hf_dir)
             model = BertForPreTraining.from_pretrained(hf_dir).eval()
-            with open(os.path.join(hf_dir, "vocab.txt")) as f:
-                mask_id = [line.rstrip("\n") for line in f].index("[MASK]")
+            mask_id = load_vocab(os.path.join(hf_dir, "vocab.txt")).index("[MASK]")
             counts = accuracy_by_kind(model, batches(args.records, args.max_seq_length,
                                                      args.max_predictions_per_seq,
                                                      args.batches), mask_id)
