@@ -63,7 +63,8 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
     map nothing in parallel, so autotuning has nothing to tune. (Not the whole story: a
     deletion still stalled at 3 epoch starts of the RTE command with autotuning off,
-    waiting for another thread of the iterator; results/benchmark/README.md.)
+    waiting for another thread of the iterator; so fine-tuning also keeps one iterator
+    for all its epochs, finetune.one_iterator_per_fit.)
     """
     options = tf.data.Options()
     options.autotune.enabled = False

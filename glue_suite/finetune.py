@@ -372,6 +372,19 @@ def _train_dataset(spec: TaskSpec, train_features: dict, settings: TrainSettings
                                   drop_remainder)
 
 
+def one_iterator_per_fit(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, int]:
+    """(the dataset repeated, its batches per epoch): `Model.fit(repeated,
+    steps_per_epoch=...)` reads every epoch from one iterator.
+
+    Given a finite dataset, Keras makes a new iterator at each epoch's start and deletes
+    the ended one, and deleting a tf.data iterator can block the main thread for up to a
+    minute (measured on RTE: 35-58 s at 3 of 6 epoch starts; results/benchmark/README.md).
+    The batches stay the same: each pass of the repeat draws the shuffles' next seeds, as
+    each new iterator did (tests/test_batching.py).
+    """
+    return dataset.repeat(), int(dataset.cardinality())
+
+
 def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
               settings: TrainSettings, max_seq_length: int,
               strategy: Optional[tf.distribute.Strategy] = None,
@@ -424,8 +437,9 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     clock = timings.StepClock()
     began = time.perf_counter()
     # shuffle=False: the dataset shuffles itself (seeded, again every epoch).
-    history = model.fit(dataset, epochs=settings.epochs, verbose=settings.verbose,
-                        shuffle=False, callbacks=[clock])
+    repeated, steps_per_epoch = one_iterator_per_fit(dataset)
+    history = model.fit(repeated, steps_per_epoch=steps_per_epoch, epochs=settings.epochs,
+                        verbose=settings.verbose, shuffle=False, callbacks=[clock])
     seconds = time.perf_counter() - began
     return model, {"loss": [float(x) for x in history.history["loss"]],
                    "steps": num_train_steps, "warmup_steps": num_warmup_steps,

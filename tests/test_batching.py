@@ -93,6 +93,25 @@ def test_fit_takes_one_step_per_batch_under_a_strategy(checkpoint):
     assert history["first_step_seconds"] >= history["step_seconds_median"] > 0
 
 
+@pytest.mark.parametrize("length_multiple", [8, 0])
+def test_one_iterator_per_fit_gives_each_epoch_the_batches_a_new_iterator_gives(
+        length_multiple):
+    features = padded_rows(100)
+    data = finetune.training_tuple(features, "classification")
+    dataset = batching.train_dataset(data, 8, 5, length_multiple)
+    by_epoch = epoch_batches(dataset) + epoch_batches(dataset)  # what fit read before
+    repeated, steps_per_epoch = finetune.one_iterator_per_fit(
+        batching.train_dataset(data, 8, 5, length_multiple))
+    assert steps_per_epoch == 13  # ceil(100 / 8)
+    one_iterator = epoch_batches(repeated.take(2 * steps_per_epoch))
+    assert len(one_iterator) == len(by_epoch) == 26
+    for (x, y), (x_again, y_again) in zip(by_epoch, one_iterator):
+        np.testing.assert_array_equal(y, y_again)
+        np.testing.assert_array_equal(x["input_ids"], x_again["input_ids"])
+    assert not np.array_equal(np.concatenate([y for _, y in by_epoch[:13]]),
+                              np.concatenate([y for _, y in by_epoch[13:]]))
+
+
 def test_seeded_and_reproducible():
     features = padded_rows(100)
     data = finetune.training_tuple(features, "classification")
