@@ -1,24 +1,36 @@
-"""How long deleting a fine-tuning iterator takes, with tf.data's autotuning and without.
+"""How long deleting a fine-tuning iterator takes: with tf.data's autotuning and without,
+and inside Keras's fit, with a new iterator every epoch and with one for the whole fit.
 
-Keras's fit deletes the epoch's iterator when an epoch ends. glue_suite's training batches
-(`batching.train_dataset`, 78 batches: RTE's size) are drawn slowly, as a training step
-would draw them, for a given lifetime; then the iterator is deleted and the deletion timed.
-The pipelines run without autotuning (`batching.without_autotune`); "autotuned" turns it
-back on for comparison.
+Keras's fit, given a finite dataset, deletes the epoch's iterator when an epoch ends.
+glue_suite's training batches (`batching.train_dataset`, 78 batches: RTE's size) are drawn
+slowly, as a training step would draw them, for a given lifetime; then the iterator is
+deleted and the deletion timed. The pipelines run without autotuning
+(`batching.without_autotune`); "autotuned" turns it back on for comparison.
+
+--fit_rounds: the same batches through `Model.fit` under glue_suite's cpu strategy
+(OneDeviceStrategy, whose distributed iterator Keras makes), 4 epochs of a model too small
+to cost anything, each step followed by a pause (--fit_pause) so that each epoch lives as
+long as an RTE epoch does in proportion. "per-epoch iterators": the finite dataset
+(glue_suite before); "one iterator per fit": `finetune.one_iterator_per_fit` (now).
+Measured: the gap before each later epoch's first step, and the time from the end of
+training (on_train_end) to fit's return, where the last iterator goes.
 
     python results/benchmark/iterator_delete.py --lifetimes 5,20,40,60,90 --rounds 2
+    python results/benchmark/iterator_delete.py --lifetimes '' --fit_rounds 3
 
-Prints the provenance header and, per lifetime, each variant's deletion seconds per round.
+Prints the provenance header and, per lifetime, each variant's deletion seconds per round;
+per fit round, each variant's epoch-start gaps and fit-end seconds.
 """
 
 import argparse
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import timing
-from glue_suite import batching
+from bert_tf import distribute, timing
+from glue_suite import batching, finetune
 
 NUM_ROWS, MAX_SEQ_LENGTH, BATCH_SIZE = 2490, 128, 32  # RTE's train set, 78 batches
 
@@ -50,13 +62,46 @@ def seconds_to_delete(dataset: tf.data.Dataset, lifetime: float) -> float:
     return time.perf_counter() - began
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--lifetimes", default="5,20,40,60,90",
-                   help="comma-separated seconds each iterator lives")
-    p.add_argument("--rounds", type=int, default=2)
-    args = p.parse_args()
-    print("\n".join(timing.header("results/benchmark/iterator_delete.py")))
+class _FitClock(keras.callbacks.Callback):
+    """Pauses after every step; records the gap before each later epoch's first step and
+    when training ended."""
+
+    def __init__(self, pause: float):
+        super().__init__()
+        self.pause, self.epoch_start_gaps, self.last_step_end = pause, [], None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 0 and self.last_step_end is not None:
+            self.epoch_start_gaps.append(time.perf_counter() - self.last_step_end)
+
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(self.pause)
+        self.last_step_end = time.perf_counter()
+
+    def on_train_end(self, logs=None):
+        self.train_end = time.perf_counter()
+
+
+def fit_stalls(one_iterator: bool, pause: float, epochs: int = 4) -> tuple[list, float]:
+    """(later epochs' start gaps, seconds from the end of training to fit's return)."""
+    strategy = distribute.create_strategy("cpu")
+    with strategy.scope():
+        inputs = {name: keras.Input((None,), dtype="int32", name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+        pooled = keras.layers.GlobalAveragePooling1D()(
+            keras.layers.Embedding(30522, 8)(inputs["input_ids"]))
+        model = keras.Model(inputs, keras.layers.Dense(2)(pooled))
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    dataset, steps_per_epoch = rte_like_dataset(), None
+    if one_iterator:
+        dataset, steps_per_epoch = finetune.one_iterator_per_fit(dataset)
+    clock = _FitClock(pause)
+    model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=0,
+              callbacks=[clock])
+    return clock.epoch_start_gaps, time.perf_counter() - clock.train_end
+
+
+def deletion_after_lifetimes(args) -> None:
     untuned = rte_like_dataset()
     variants = {"untuned (glue_suite)": untuned, "autotuned": autotuned(untuned)}
     print(f"{'lifetime s':>10}  " + "  ".join(f"{name:>24}" for name in variants))
@@ -69,6 +114,27 @@ def main() -> None:
         print(f"{lifetime:>10g}  " + "  ".join(
             f"{' '.join(f'{s:.2f}' for s in seconds[name]):>24}" for name in variants),
             flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lifetimes", default="5,20,40,60,90",
+                   help="comma-separated seconds each iterator lives")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--fit_rounds", type=int, default=0,
+                   help="rounds of the Model.fit comparison (0: none)")
+    p.add_argument("--fit_pause", type=float, default=0.7,
+                   help="seconds after each fit step (0.7: ~55 s an epoch)")
+    args = p.parse_args()
+    print("\n".join(timing.header("results/benchmark/iterator_delete.py")))
+    if args.lifetimes:
+        deletion_after_lifetimes(args)
+    fit_variants = {"per-epoch iterators": False, "one iterator per fit": True}
+    for r in range(args.fit_rounds):
+        for name in list(fit_variants)[r % 2:] + list(fit_variants)[:r % 2]:  # rotated
+            gaps, end = fit_stalls(fit_variants[name], args.fit_pause)
+            print(f"fit round {r + 1}  {name:>21}: epoch-start gaps "
+                  f"{' '.join(f'{g:.2f}' for g in gaps)} s, fit end {end:.2f} s", flush=True)
 
 
 if __name__ == "__main__":
