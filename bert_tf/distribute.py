@@ -81,6 +81,26 @@ def check_tf_config(tf_config: Optional[str]) -> dict:
     return config
 
 
+def for_keras_fit(strategy: tf.distribute.Strategy) -> tf.distribute.Strategy:
+    """The strategy to build and `fit` a Keras model under: `strategy`, but the default
+    strategy in place of a OneDeviceStrategy on the CPU.
+
+    Keras feeds a strategy's replicas through a MultiDeviceIterator, whose device-side
+    pipeline is autotuned whatever the dataset's options say, and deleting such an
+    iterator (Keras does at the end of every fit) waits until autotuning's model thread
+    wakes: 8-30 s at the end of SST-2 fine-tunings, up to a minute
+    (results/benchmark/iterator_delete.py; gdb showed the deleting thread waiting for
+    `Model::OptimizeLoop`). The default strategy hands Keras the dataset itself, and on
+    one CPU both run every op on the same device.
+    """
+    if (isinstance(strategy, tf.distribute.OneDeviceStrategy)
+            and not tf.distribute.has_strategy()
+            and tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+            == "CPU"):
+        return tf.distribute.get_strategy()
+    return strategy
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the one process that writes logs, metrics and exports (worker 0 of a
     multi-worker cluster; always True for the single-process strategies)."""

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from bert_tf import heads
+from bert_tf import distribute, heads
 from bert_tf.checkpoints import Checkpoint, assign_weights
 from bert_tf.encoder import BertEncoder
 from bert_tf.init_checkpoint import weights_sha256
@@ -372,13 +372,22 @@ def _train_dataset(spec: TaskSpec, train_features: dict, settings: TrainSettings
                                   drop_remainder)
 
 
+def build_variables_before_fit(model: keras.Model, dataset: tf.data.Dataset) -> None:
+    """Creates the optimizer's slots and the loss trackers from one batch, as `fit` does
+    itself under a strategy's scope (Keras's Trainer._symbolic_build). Without a scope
+    (`distribute.for_keras_fit`) Keras leaves them to the first train step, and a
+    tf.function that creates variables is traced twice: +7 s on SST-2 here."""
+    model._symbolic_build(data_batch=next(iter(dataset.take(1))))
+
+
 def one_iterator_per_fit(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, int]:
     """(the dataset repeated, its batches per epoch): `Model.fit(repeated,
     steps_per_epoch=...)` reads every epoch from one iterator.
 
     Given a finite dataset, Keras makes a new iterator at each epoch's start and deletes
     the ended one, and deleting a tf.data iterator can block the main thread for up to a
-    minute (measured on RTE: 35-58 s at 3 of 6 epoch starts; results/benchmark/README.md).
+    minute (measured on RTE: 35-58 s at 3 of 6 epoch starts; results/benchmark/README.md;
+    `distribute.for_keras_fit` avoids the usual cause, this the deletions themselves).
     The batches stay the same: each pass of the repeat draws the shuffles' next seeds, as
     each new iterator did (tests/test_batching.py).
     """
@@ -401,7 +410,7 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
         (model, history): history has the loss per epoch, steps, and seconds: building,
         the first step (tracing), the median step and the whole fit.
     """
-    strategy = strategy or tf.distribute.get_strategy()
+    strategy = distribute.for_keras_fit(strategy or tf.distribute.get_strategy())
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
     if tpu and settings.length_multiple:
         raise ValueError("TPUs need static shapes: pass length_multiple=0 (batches padded "
@@ -423,9 +432,10 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
                                      clipnorm=settings.clipnorm,
                                      optimizer=settings.optimizer)
         compile_model(model, spec.kind, optimizer, settings.run_eagerly, settings.jit_compile)
-    build_seconds = time.perf_counter() - began
     # TPUs need static batch shapes: no trimming, the last partial batch dropped.
     dataset = _train_dataset(spec, train_features, settings, train_layers, drop_remainder=tpu)
+    build_variables_before_fit(model, dataset)
+    build_seconds = time.perf_counter() - began
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
                 "lr %g, seed %d, %s", spec.name, num_features, settings.batch_size,
                 settings.epochs, num_train_steps, num_warmup_steps, settings.learning_rate,

@@ -81,16 +81,26 @@ def test_batches_group_similar_lengths_and_shapes_are_bounded():
     assert padded_tokens < 0.7 * features["input_ids"].size
 
 
-def test_fit_takes_one_step_per_batch_under_a_strategy(checkpoint):
+@pytest.mark.parametrize("task", ["rte", "squad1.1"])
+def test_fit_takes_one_step_per_batch_and_traces_once(checkpoint, monkeypatch, task):
     """Keras needs the batch count (tf.data loses it in unbatch()): no extra empty step
-    per epoch, which would also shift the learning-rate schedule."""
+    per epoch, which would also shift the learning-rate schedule. The train step is traced
+    once: variables created inside it (the optimizer's, SQuAD's two loss trackers) would
+    make tf.function trace it again."""
     features = padded_rows(70)
     features["labels"] %= 2
+    if task == "squad1.1":
+        features["start_positions"] = features["end_positions"] = features.pop("labels")
+    traces = []
+    train_step = keras.Model.train_step
+    monkeypatch.setattr(keras.Model, "train_step",  # Python runs it only while tracing
+                        lambda model, data: traces.append(1) or train_step(model, data))
     settings = finetune.TrainSettings(learning_rate=1e-3, epochs=3, batch_size=16, verbose=0)
-    model, history = finetune.fine_tune(TASKS["rte"], checkpoint, features, settings, T,
+    model, history = finetune.fine_tune(TASKS[task], checkpoint, features, settings, T,
                                         tf.distribute.OneDeviceStrategy("/cpu:0"))
     assert model.optimizer.iterations.numpy() == history["steps"] == 15
     assert history["first_step_seconds"] >= history["step_seconds_median"] > 0
+    assert len(traces) == 1
 
 
 @pytest.mark.parametrize("length_multiple", [8, 0])

@@ -15,6 +15,16 @@ def test_cpu_is_one_device():
     assert distribute.is_chief(strategy) and distribute.worker_id(strategy) == 0
 
 
+def test_keras_fits_on_one_cpu_under_the_default_strategy():
+    default = tf.distribute.get_strategy()
+    assert distribute.for_keras_fit(distribute.create_strategy("cpu")) is default
+    mirrored = distribute.create_strategy("mirrored")
+    assert distribute.for_keras_fit(mirrored) is mirrored
+    cpu = distribute.create_strategy("cpu")
+    with cpu.scope():  # inside a scope the default strategy cannot be entered
+        assert distribute.for_keras_fit(cpu) is cpu
+
+
 def test_mirrored_uses_every_local_device():
     strategy = distribute.create_strategy("mirrored")
     devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
