@@ -7,13 +7,15 @@ slowly, as a training step would draw them, for a given lifetime; then the itera
 deleted and the deletion timed. The pipelines run without autotuning
 (`batching.without_autotune`); "autotuned" turns it back on for comparison.
 
---fit_rounds: the same batches through `Model.fit` under glue_suite's cpu strategy
-(OneDeviceStrategy, whose distributed iterator Keras makes), 4 epochs of a model too small
-to cost anything, each step followed by a pause (--fit_pause) so that each epoch lives as
-long as an RTE epoch does in proportion. "per-epoch iterators": the finite dataset
-(glue_suite before); "one iterator per fit": `finetune.one_iterator_per_fit` (now).
-Measured: the gap before each later epoch's first step, and the time from the end of
-training (on_train_end) to fit's return, where the last iterator goes.
+--fit_rounds: the same batches through `Model.fit`, 4 epochs of a model too small to cost
+anything, each step followed by a pause (--fit_pause) so that each epoch lives about as
+long as an RTE epoch. Variants: under `--strategy cpu`'s OneDeviceStrategy (through the
+MultiDeviceIterator Keras makes for a strategy) with a new iterator every epoch (a finite
+dataset: glue_suite before) or one iterator per fit (`finetune.one_iterator_per_fit`); and
+glue_suite now: one iterator per fit under the default strategy
+(`distribute.for_keras_fit`). Measured: the gap before each later epoch's first step, and
+the time from the end of training (on_train_end) to fit's return, where the last
+iterator goes.
 
     python results/benchmark/iterator_delete.py --lifetimes 5,20,40,60,90 --rounds 2
     python results/benchmark/iterator_delete.py --lifetimes '' --fit_rounds 3
@@ -82,9 +84,9 @@ class _FitClock(keras.callbacks.Callback):
         self.train_end = time.perf_counter()
 
 
-def fit_stalls(one_iterator: bool, pause: float, epochs: int = 4) -> tuple[list, float]:
+def fit_stalls(strategy: tf.distribute.Strategy, one_iterator: bool, pause: float,
+               epochs: int = 4) -> tuple[list, float]:
     """(later epochs' start gaps, seconds from the end of training to fit's return)."""
-    strategy = distribute.create_strategy("cpu")
     with strategy.scope():
         inputs = {name: keras.Input((None,), dtype="int32", name=name)
                   for name in ("input_ids", "input_mask", "segment_ids")}
@@ -124,16 +126,21 @@ def main() -> None:
     p.add_argument("--fit_rounds", type=int, default=0,
                    help="rounds of the Model.fit comparison (0: none)")
     p.add_argument("--fit_pause", type=float, default=0.7,
-                   help="seconds after each fit step (0.7: ~55 s an epoch)")
+                   help="seconds after each fit step (0.7: ~55 s an epoch of 78 steps)")
     args = p.parse_args()
     print("\n".join(timing.header("results/benchmark/iterator_delete.py")))
     if args.lifetimes:
         deletion_after_lifetimes(args)
-    fit_variants = {"per-epoch iterators": False, "one iterator per fit": True}
+    cpu = distribute.create_strategy("cpu")
+    fit_variants = {  # name: (strategy, one iterator per fit)
+        "OneDevice, per-epoch iterators": (cpu, False),
+        "OneDevice, one iterator": (cpu, True),
+        "default, one iterator (now)": (distribute.for_keras_fit(cpu), True)}
+    names = list(fit_variants)
     for r in range(args.fit_rounds):
-        for name in list(fit_variants)[r % 2:] + list(fit_variants)[:r % 2]:  # rotated
-            gaps, end = fit_stalls(fit_variants[name], args.fit_pause)
-            print(f"fit round {r + 1}  {name:>21}: epoch-start gaps "
+        for name in names[r % len(names):] + names[:r % len(names)]:  # rotated
+            gaps, end = fit_stalls(*fit_variants[name], args.fit_pause)
+            print(f"fit round {r + 1}  {name:>30}: epoch-start gaps "
                   f"{' '.join(f'{g:.2f}' for g in gaps)} s, fit end {end:.2f} s", flush=True)
 
 
