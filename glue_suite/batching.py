@@ -61,10 +61,10 @@ def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     with the main thread in ~IteratorResource; an iterator of this pipeline that lived
     60 s took 21.6 s to delete with autotuning and 0.00 s without
     (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
-    map nothing in parallel, so autotuning has nothing to tune. (Not the whole story: a
-    deletion still stalled at 3 epoch starts of the RTE command with autotuning off,
-    waiting for another thread of the iterator; so fine-tuning also keeps one iterator
-    for all its epochs, finetune.one_iterator_per_fit.)
+    map nothing in parallel, so autotuning has nothing to tune. Keras under a strategy
+    adds an autotuned pipeline of its own that these options do not reach, so fine-tuning
+    on one CPU runs without one (distribute.for_keras_fit) and reads all its epochs from
+    one iterator (finetune.one_iterator_per_fit).
     """
     options = tf.data.Options()
     options.autotune.enabled = False
