@@ -388,8 +388,10 @@ def one_iterator_per_fit(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, int
     the ended one, and deleting a tf.data iterator can block the main thread for up to a
     minute (measured on RTE: 35-58 s at 3 of 6 epoch starts; results/benchmark/README.md;
     `distribute.for_keras_fit` avoids the usual cause, this the deletions themselves).
-    The batches stay the same: each pass of the repeat draws the shuffles' next seeds, as
-    each new iterator did (tests/test_batching.py).
+    Every epoch is still a new shuffle of every row: each pass of the repeat draws the
+    shuffles' next seeds, as a new iterator does (tests/test_batching.py). (The orders
+    after the first epoch differ from before, when Keras also made, and threw away, an
+    iterator at each epoch's end: on RTE, epoch 1's loss is unchanged to the last digit.)
     """
     return dataset.repeat(), int(dataset.cardinality())
 
