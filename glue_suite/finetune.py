@@ -436,7 +436,8 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
         compile_model(model, spec.kind, optimizer, settings.run_eagerly, settings.jit_compile)
     # TPUs need static batch shapes: no trimming, the last partial batch dropped.
     dataset = _train_dataset(spec, train_features, settings, train_layers, drop_remainder=tpu)
-    build_variables_before_fit(model, dataset)
+    with strategy.scope():  # a strategy's variables are made in its scope
+        build_variables_before_fit(model, dataset)
     build_seconds = time.perf_counter() - began
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
                 "lr %g, seed %d, %s", spec.name, num_features, settings.batch_size,
