@@ -434,9 +434,9 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
                                      clipnorm=settings.clipnorm,
                                      optimizer=settings.optimizer)
         compile_model(model, spec.kind, optimizer, settings.run_eagerly, settings.jit_compile)
-    # TPUs need static batch shapes: no trimming, the last partial batch dropped.
-    dataset = _train_dataset(spec, train_features, settings, train_layers, drop_remainder=tpu)
-    with strategy.scope():  # a strategy's variables are made in its scope
+        # TPUs need static batch shapes: no trimming, the last partial batch dropped.
+        dataset = _train_dataset(spec, train_features, settings, train_layers,
+                                 drop_remainder=tpu)
         build_variables_before_fit(model, dataset)
     build_seconds = time.perf_counter() - began
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
