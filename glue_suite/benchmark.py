@@ -21,8 +21,9 @@ LayerNorm) and gradient clipping at 1.0:
                      an earlier commit (run from DIR, so that its code is imported)
 
 Prints per-round seconds, the median of each recipe, the ratio of medians with the range
-of the per-round ratios, each recipe's dev metrics, glue_suite's median timings
-breakdown, and the command, git commit, date and machine (`bert_tf.provenance.stamp`);
+of the per-round ratios, each recipe's dev metrics, the median of each recipe's seconds
+per stage (start-up, model build, featurize, training, evaluation: where its fixed costs
+go), and the command, git commit, date and machine (`bert_tf.provenance.stamp`);
 --output_file writes it all as JSON. GLUE classification and regression tasks only (the HF recipe's model).
 """
 
@@ -70,18 +71,32 @@ def hf_recipe(job: dict) -> dict:
               "max_seq_length", "seed", "warmup_proportion", "weight_decay", "clipnorm"}.
     """
     import numpy as np
+    import psutil
     import torch
     import transformers
 
     from glue_suite.metrics import compute_metrics
+    # The same stages as glue_suite.run's metrics.json "timings", so that the report can
+    # set the two recipes' fixed costs side by side.
+    marks = [("startup", time.time() - psutil.Process().create_time())]
+    clock = time.perf_counter()
+
+    def stage(name):
+        nonlocal clock
+        now = time.perf_counter()
+        marks.append((name, now - clock))
+        clock = now
+
     transformers.set_seed(job["seed"])
     spec = get_task(job["task"])
     num_labels = 1 if spec.kind == REGRESSION else spec.num_labels
     tokenizer = transformers.AutoTokenizer.from_pretrained(job["checkpoint"])
     model = transformers.BertForSequenceClassification.from_pretrained(
         job["checkpoint"], num_labels=num_labels)
+    stage("model_build")
     train = _hf_batches(tokenizer, job["train"], job["max_seq_length"], job["batch_size"],
                         True, job["seed"])
+    stage("featurize")
     no_decay = ("bias", "LayerNorm.weight")
     groups = [{"params": [p for n, p in model.named_parameters()
                           if not any(k in n for k in no_decay)],
@@ -100,6 +115,7 @@ def hf_recipe(job: dict) -> dict:
             optimizer.step()
             schedule.step()
             optimizer.zero_grad()
+    stage("train_steps")
     model.eval()
     outputs = []
     with torch.no_grad():
@@ -109,7 +125,12 @@ def hf_recipe(job: dict) -> dict:
     logits = np.concatenate(outputs)
     predictions = logits[:, 0] if spec.kind == REGRESSION else logits.argmax(-1)
     labels = np.array([r[2] for r in job["dev"]])
-    return {"metrics": compute_metrics(spec.name, predictions, labels), "steps": total}
+    metrics = compute_metrics(spec.name, predictions, labels)
+    stage("evaluate")
+    timings = dict(marks)
+    timings["total"] = sum(timings.values())
+    return {"metrics": metrics, "steps": total,
+            "timings": {k: round(v, 2) for k, v in timings.items()}}
 
 
 # ---------------------------------------------------------------------------------------
@@ -193,12 +214,16 @@ def summarize(rounds: list, recipes: list) -> dict:
             "of_medians": round(medians[other] / medians[first], 3),
             "median": round(statistics.median(per_round), 3),
             "min": round(min(per_round), 3), "max": round(max(per_round), 3)}
-    timings = [x[first]["timings"] for x in rounds if "timings" in x[first]]
-    breakdown = ({k: round(statistics.median(t[k] for t in timings), 2) for k in timings[0]}
-                 if timings else None)
     return {"median_seconds": medians, "ratios": ratios,
             "metrics": {r: [x[r]["metrics"] for x in rounds] for r in recipes},
-            f"{first}_timings_median": breakdown}
+            "timings_median": {r: _median_timings([x[r] for x in rounds]) for r in recipes
+                               if all("timings" in x[r] for x in rounds)}}
+
+
+def _median_timings(results: list) -> dict:
+    """Per stage, the median over rounds of a recipe's own "timings"."""
+    stages = results[0]["timings"]
+    return {k: round(statistics.median(r["timings"][k] for r in results), 2) for k in stages}
 
 
 def report(record: dict) -> str:
@@ -218,9 +243,8 @@ def report(record: dict) -> str:
         values = [", ".join(f"{k} {v:.2f}" for k, v in m.items()) for m in
                   summary["metrics"][recipe]]
         lines.append(f"dev {recipe}: " + " | ".join(values))
-    breakdown = summary.get(f"{recipes[0]}_timings_median")
-    if breakdown:
-        lines.append(f"{recipes[0]} timings (median s): " +
+    for recipe, breakdown in summary["timings_median"].items():
+        lines.append(f"{recipe} timings (median s): " +
                      ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items()))
     return "\n".join(lines)
 

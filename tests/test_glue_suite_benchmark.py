@@ -37,23 +37,31 @@ def test_recipes_flag(tmp_path):
 
 def test_summary_and_report():
     timings = {"startup": 5.0, "featurize": 1.0, "trace": 8.0, "train_steps": 20.0}
+    hf_timings = lambda train: {"startup": 6.0, "train_steps": train}
     rounds = [{"glue_suite": {"seconds": 40.0, "metrics": {"accuracy": 80.0}, "timings": timings},
-               "hf_torch": {"seconds": 80.0, "metrics": {"accuracy": 79.5}}},
+               "hf_torch": {"seconds": 80.0, "metrics": {"accuracy": 79.5},
+                            "timings": hf_timings(60.0)}},
               {"glue_suite": {"seconds": 50.0, "metrics": {"accuracy": 80.0}, "timings": timings},
-               "hf_torch": {"seconds": 90.0, "metrics": {"accuracy": 79.5}}}]
+               "hf_torch": {"seconds": 90.0, "metrics": {"accuracy": 79.5},
+                            "timings": hf_timings(70.0)}},
+              {"glue_suite": {"seconds": 45.0, "metrics": {"accuracy": 80.0}, "timings": timings},
+               "hf_torch": {"seconds": 85.0, "metrics": {"accuracy": 79.5},
+                            "timings": hf_timings(80.0)}}]
     record = _record(rounds)
     summary = record["summary"]
     assert summary["median_seconds"] == {"glue_suite": 45.0, "hf_torch": 85.0}
     ratio = summary["ratios"]["hf_torch/glue_suite"]
     assert ratio["of_medians"] == pytest.approx(85 / 45, abs=1e-3)
     assert (ratio["min"], ratio["max"]) == (pytest.approx(1.8), pytest.approx(2.0))
-    assert summary["glue_suite_timings_median"] == timings
+    assert summary["timings_median"] == {"glue_suite": timings,
+                                         "hf_torch": {"startup": 6.0, "train_steps": 70.0}}
     text = benchmark.report(record)
     for expected in ("command: python -m glue_suite.benchmark",
                      "commit:  abc123 + uncommitted changes to glue_suite/run.py (diff sha256 "
                      "0123456789ab)", "date:    2026-01-01T00:00:00", "machine: Some CPU x2 cores", "median", "time hf_torch/glue_suite: 1.89x",
                      "range 1.80-2.00", "dev glue_suite: accuracy 80.00",
-                     "dev hf_torch: accuracy 79.50", "glue_suite timings (median s): startup 5.0"):
+                     "dev hf_torch: accuracy 79.50", "glue_suite timings (median s): startup 5.0",
+                     "hf_torch timings (median s): startup 6.0, train_steps 70.0"):
         assert expected in text, expected
     json.dumps(record)  # the --output_file record is plain JSON
 
@@ -87,6 +95,10 @@ def test_one_round_end_to_end(hf_checkpoint, tmp_path, capsys):
     record = json.loads(out.read_text())
     times = record["rounds"][0]
     assert set(times) == {"glue_suite", "hf_torch"}
-    assert times["glue_suite"]["timings"]["train_steps"] > 0
+    for recipe in times:
+        assert times[recipe]["timings"]["train_steps"] > 0
+    hf = times["hf_torch"]["timings"]
+    assert hf["total"] == pytest.approx(sum(v for k, v in hf.items() if k != "total"), abs=0.05)
+    assert hf["total"] <= times["hf_torch"]["seconds"]
     assert record["git"]["commit"] and record["machine"]["cpu_cores"] >= 1
     assert record["command"].startswith("python -m glue_suite.benchmark") and record["date"]
