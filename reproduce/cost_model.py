@@ -28,9 +28,9 @@ CPU_TRAIN_EXAMPLES_PER_S = {"tiny": 140.0, "mini": 40.0, "base": 3.0}
 # Pretraining examples/s measured here in mixed_bfloat16 (128 tokens, 20 predictions,
 # batch 32-128; the masked-LM head's vocabulary matmul makes these runs more efficient
 # per FLOP than fine-tuning): Tiny 160 (bert_tf.pretrain_benchmark, 2026-11-25), Mini 45
-# (the cpu plan's own run at batch 32, 2026-11-26: results/pretraining/recipe_search/
-# README.md; 57 at batch 64 in results/pretraining/README.md). float32 is 1.12x slower
-# (the same benchmark).
+# (two runs of 2026-11-26 at batch 32 and 64 alike: results/pretraining/recipe_search/
+# README.md; the 57 of results/pretraining/README.md's earlier run was not seen again).
+# float32 is 1.12x slower (the same benchmark).
 CPU_PRETRAIN_EXAMPLES_PER_S = {"tiny": 160.0, "mini": 45.0}
 CPU_BF16_SPEEDUP = 1.12
 # Fine-tuning pads each batch only to its own length (glue_suite.batching), so a task
