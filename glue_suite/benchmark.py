@@ -77,7 +77,9 @@ def hf_recipe(job: dict) -> dict:
 
     from glue_suite.metrics import compute_metrics
     # The same stages as glue_suite.run's metrics.json "timings", so that the report can
-    # set the two recipes' fixed costs side by side.
+    # set the two recipes' fixed costs side by side. Timed here rather than with
+    # glue_suite.timings (startup_seconds, Stages): that module imports Keras, and
+    # TensorFlow's import would land in this recipe's start-up.
     marks = [("startup", time.time() - psutil.Process().create_time())]
     clock = time.perf_counter()
 
