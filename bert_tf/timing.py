@@ -7,8 +7,13 @@ their spread. A ratio of two contenders' medians gets a bootstrap interval: whol
 are resampled, so each resample keeps the contenders that ran side by side together.
 `header` says what ran where (command, commit, date, machine, load), so a printed
 result can be traced and rerun.
+
+`startup_seconds` and `Stages` time one process's own stages. They live here, free of
+TensorFlow, so that the Hugging Face recipe of `glue_suite.benchmark` can time its stages
+the same way without TensorFlow's import landing in its start-up.
 """
 
+import contextlib
 import os
 import statistics
 import sys
@@ -17,6 +22,28 @@ import time
 import numpy as np
 
 from bert_tf import portable_paths, provenance
+
+
+def startup_seconds() -> float:
+    """Seconds since this process started: interpreter start-up and imports, when called
+    first thing."""
+    import psutil  # only here: the benchmarks' other helpers do without it
+    return time.time() - psutil.Process().create_time()
+
+
+class Stages:
+    """Seconds per named stage; a stage entered twice adds up."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - began
 
 
 def rotated(names: list, round_index: int) -> list:

@@ -71,65 +71,55 @@ def hf_recipe(job: dict) -> dict:
               "max_seq_length", "seed", "warmup_proportion", "weight_decay", "clipnorm"}.
     """
     import numpy as np
-    import psutil
     import torch
     import transformers
 
     from glue_suite.metrics import compute_metrics
+    startup = timing.startup_seconds()  # imports included, as in glue_suite.run's
     # The same stages as glue_suite.run's metrics.json "timings", so that the report can
-    # set the two recipes' fixed costs side by side. Timed here rather than with
-    # glue_suite.timings (startup_seconds, Stages): that module imports Keras, and
-    # TensorFlow's import would land in this recipe's start-up.
-    marks = [("startup", time.time() - psutil.Process().create_time())]
-    clock = time.perf_counter()
-
-    def stage(name):
-        nonlocal clock
-        now = time.perf_counter()
-        marks.append((name, now - clock))
-        clock = now
-
+    # set the two recipes' fixed costs side by side.
+    stages = timing.Stages()
     transformers.set_seed(job["seed"])
     spec = get_task(job["task"])
     num_labels = 1 if spec.kind == REGRESSION else spec.num_labels
-    tokenizer = transformers.AutoTokenizer.from_pretrained(job["checkpoint"])
-    model = transformers.BertForSequenceClassification.from_pretrained(
-        job["checkpoint"], num_labels=num_labels)
-    stage("model_build")
-    train = _hf_batches(tokenizer, job["train"], job["max_seq_length"], job["batch_size"],
-                        True, job["seed"])
-    stage("featurize")
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters()
-                          if not any(k in n for k in no_decay)],
-               "weight_decay": job["weight_decay"]},
-              {"params": [p for n, p in model.named_parameters()
-                          if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=job["learning_rate"])
-    total = len(train) * job["epochs"]
-    schedule = transformers.get_linear_schedule_with_warmup(
-        optimizer, int(total * job["warmup_proportion"]), total)
-    model.train()
-    for _ in range(job["epochs"]):
-        for batch in train:
-            model(**batch).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), job["clipnorm"])
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-    stage("train_steps")
-    model.eval()
-    outputs = []
-    with torch.no_grad():
-        for batch in _hf_batches(tokenizer, job["dev"], job["max_seq_length"],
-                                 job["eval_batch_size"], False, job["seed"]):
-            outputs.append(model(**batch).logits.numpy())
-    logits = np.concatenate(outputs)
-    predictions = logits[:, 0] if spec.kind == REGRESSION else logits.argmax(-1)
-    labels = np.array([r[2] for r in job["dev"]])
-    metrics = compute_metrics(spec.name, predictions, labels)
-    stage("evaluate")
-    timings = dict(marks)
+    with stages("model_build"):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(job["checkpoint"])
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            job["checkpoint"], num_labels=num_labels)
+    with stages("featurize"):
+        train = _hf_batches(tokenizer, job["train"], job["max_seq_length"],
+                            job["batch_size"], True, job["seed"])
+    with stages("train_steps"):
+        no_decay = ("bias", "LayerNorm.weight")
+        groups = [{"params": [p for n, p in model.named_parameters()
+                              if not any(k in n for k in no_decay)],
+                   "weight_decay": job["weight_decay"]},
+                  {"params": [p for n, p in model.named_parameters()
+                              if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=job["learning_rate"])
+        total = len(train) * job["epochs"]
+        schedule = transformers.get_linear_schedule_with_warmup(
+            optimizer, int(total * job["warmup_proportion"]), total)
+        model.train()
+        for _ in range(job["epochs"]):
+            for batch in train:
+                model(**batch).loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), job["clipnorm"])
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad()
+    with stages("evaluate"):
+        model.eval()
+        outputs = []
+        with torch.no_grad():
+            for batch in _hf_batches(tokenizer, job["dev"], job["max_seq_length"],
+                                     job["eval_batch_size"], False, job["seed"]):
+                outputs.append(model(**batch).logits.numpy())
+        logits = np.concatenate(outputs)
+        predictions = logits[:, 0] if spec.kind == REGRESSION else logits.argmax(-1)
+        labels = np.array([r[2] for r in job["dev"]])
+        metrics = compute_metrics(spec.name, predictions, labels)
+    timings = {"startup": startup, **stages.seconds}
     timings["total"] = sum(timings.values())
     return {"metrics": metrics, "steps": total,
             "timings": {k: round(v, 2) for k, v in timings.items()}}

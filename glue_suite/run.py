@@ -61,7 +61,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bert_tf import distribute, files, portable_paths
+from bert_tf import distribute, files, portable_paths, timing
 from bert_tf.checkpoints import Checkpoint, check_max_seq_length, read_checkpoint
 from bert_tf.cli import InputError, check_output_dir, run_main
 from bert_tf.heads import FEATURE_MODES
@@ -452,14 +452,14 @@ def run(config: RunConfig, command: Optional[str] = None,
     """Reads, featurizes, runs the learning-rate x seed grid, writes the outputs.
 
     Args:
-        startup_seconds: the process's start-up and imports (`timings.startup_seconds`),
+        startup_seconds: the process's start-up and imports (`timing.startup_seconds`),
             for metrics.json's timings.
 
     Returns:
         The content of metrics.json.
     """
     began = time.perf_counter()
-    stages = timings.Stages()
+    stages = timing.Stages()
     os.makedirs(config.output_dir, exist_ok=True)
     previous = outputs.previous_run(config.output_dir, config.overwrite)  # before any work
     with stages("read"):
@@ -513,7 +513,7 @@ def _log_handlers(config: RunConfig) -> list[logging.Handler]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    startup = timings.startup_seconds()  # interpreter and imports, before any work
+    startup = timing.startup_seconds()  # interpreter and imports, before any work
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:

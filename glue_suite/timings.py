@@ -1,38 +1,16 @@
 """Where a fine-tuning run's seconds go (metrics.json "timings"): start-up (interpreter and
-imports), each stage of `glue_suite.run`, and within every fit the model build, the first
-step (which traces the train step) and the typical step.
+imports) and each stage of `glue_suite.run` (both timed by `bert_tf.timing`), and within
+every fit the model build, the first step (which traces the train step) and the typical
+step.
 
 Short runs are dominated by these fixed costs, so they are logged next to the training
 time rather than hidden in the wall time.
 """
 
-import contextlib
 import time
 
 import keras
 import numpy as np
-import psutil
-
-
-def startup_seconds() -> float:
-    """Seconds since this process started: interpreter start-up and imports, when called
-    first thing."""
-    return time.time() - psutil.Process().create_time()
-
-
-class Stages:
-    """Seconds per named stage; a stage entered twice adds up."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - began
 
 
 class StepClock(keras.callbacks.Callback):
@@ -58,8 +36,8 @@ def run_breakdown(startup: float, stages: dict, runs: list) -> dict:
     model build, tracing, training steps and evaluation (summed over the grid's runs).
 
     Args:
-        startup: `startup_seconds()` when the run began.
-        stages: `Stages.seconds` of the run (read, checkpoint, featurize, grid, write).
+        startup: `bert_tf.timing.startup_seconds()` when the run began.
+        stages: `bert_tf.timing.Stages.seconds` of the run (read, checkpoint, featurize, grid, write).
         runs: the grid's runs, each with "train" (fine_tune's history) and
             "evaluate_seconds".
     """

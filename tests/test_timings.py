@@ -1,15 +1,16 @@
-"""glue_suite.timings: stages add up, the grid's fits split into build, tracing, steps and
+"""glue_suite.timings and bert_tf.timing's stage clock: stages add up, the grid's fits split into build, tracing, steps and
 evaluation, and the step clock's first step carries the tracing."""
 
 import time
 
 import pytest
 
+from bert_tf import timing
 from glue_suite import timings
 
 
 def test_stages_add_up_repeated_entries():
-    stages = timings.Stages()
+    stages = timing.Stages()
     for _ in range(2):
         with stages("read"):
             time.sleep(0.01)
@@ -38,4 +39,4 @@ def test_step_clock_first_step_carries_the_tracing():
     assert summary["first_step_seconds"] >= 0.05
     assert summary["trace_seconds"] == pytest.approx(
         summary["first_step_seconds"] - summary["step_seconds_median"], abs=0.01)
-    assert timings.startup_seconds() > 0
+    assert timing.startup_seconds() > 0
