@@ -3,7 +3,8 @@
 The runner (`reproduce.runner`) writes a run's record when it starts ("running") and
 when it ends: its command, git commit, hardware, wall time, status, metrics and output
 files. The harness compares a record with the plan to decide whether the run is done
-(`run_status`); `reproduce.tables` builds every table from the records alone.
+(`run_status`); `reproduce.tables` builds every table from the records alone, leaving
+out the results of a record whose inputs were redone since (`mark_stale`).
 
 Records are committed: every path in them is portable (`bert_tf.portable_paths`: data
 files under $BERT_DATA_DIR, the rest relative to the working directory), and the plan is
@@ -99,8 +100,34 @@ def _same_command(run: Run, record: dict, data_dir: Optional[str]) -> bool:
 
 def _inputs_unchanged(record: dict, output_dir: str) -> bool:
     """Whether every run this one read from is the same run (same end time) as then."""
+    return not redone_inputs(record, lambda run_id: load_record(output_dir, run_id))
+
+
+def redone_inputs(record: dict, lookup) -> list:
+    """The runs `record` read from that are no longer the runs it read: redone, running
+    again, or gone. `lookup`: run id -> its record now, or None."""
+    redone = []
     for run_id, ended in (record.get("needs_ended") or {}).items():
-        need = load_record(output_dir, run_id)
+        need = lookup(run_id)
         if need is None or need.get("ended") != ended:
-            return False
-    return True
+            redone.append(run_id)
+    return redone
+
+
+def mark_stale(records: list) -> list:
+    """`records` with every finished one whose inputs were redone since marked "stale".
+
+    Its numbers came from a checkpoint that no longer exists (e.g. fine-tuned from a
+    pretraining run that has been rerun with another recipe), so no table may show them
+    beside the new runs' numbers. A run that a plain rerun of the plan redoes stops being
+    stale then; one that the plan no longer has stays stale, its cells "n/a (stale)".
+    """
+    by_id = {r.get("run_id"): r for r in records}
+    marked = []
+    for record in records:
+        redone = redone_inputs(record, by_id.get) if record.get("status") == "finished" else []
+        if redone:
+            record = {**record, "status": "stale",
+                      "reason": f"{', '.join(redone)} redone since this run read it"}
+        marked.append(record)
+    return marked

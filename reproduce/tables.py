@@ -5,7 +5,8 @@
 Reads OUTPUT_DIR/runs/*/record.json (`reproduce.records`, written as `reproduce.all`
 runs the plan) and the per-example outputs copied beside them, gathers every cell into
 one frame (`cells_frame`) with its bootstrap interval (`reproduce.statistics`) and writes
-OUTPUT_DIR/tables/:
+OUTPUT_DIR/tables/ (a record whose inputs were redone since it ran is stale: its cells
+are "n/a (stale: ...)", `reproduce.records.mark_stale`):
   <table>.csv    one row per cell and scale: ours (mean, std, seeds, 95% interval, best
                  run), the paper's number, the difference, status, model, notes, run id
   <table>.md     the paper's layout, each cell "ours / paper (diff)", ours as
@@ -38,7 +39,7 @@ from reproduce import findings, plots
 from reproduce import paper_numbers as paper
 from reproduce import statistics
 from reproduce.experiments import TABLES
-from reproduce.records import load_records, record_path
+from reproduce.records import load_records, mark_stale, record_path
 from reproduce.statistics import seed_statistics
 
 EXTRA_COLUMNS = {"table1": ("WNLI",)}  # measured, not in the paper's table
@@ -87,6 +88,8 @@ def _reason(record: dict) -> str:
         return "running or killed"
     if status == "failed":
         return f"run failed: {record.get('reason', '')}"[:120]
+    if status == "stale":
+        return f"stale: {record.get('reason', '')}"
     return record.get("reason") or status or "?"
 
 
@@ -349,7 +352,7 @@ def collect_glue_submission(records: list, output_dir: str) -> list:
 
 def build_tables(output_dir: str) -> list:
     """Writes OUTPUT_DIR/tables/*; returns the file names written."""
-    records = load_records(output_dir)
+    records = mark_stale(load_records(output_dir))
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
     estimates = statistics.estimate_records(records, output_dir)

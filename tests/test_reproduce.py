@@ -598,6 +598,31 @@ def test_tables_show_ours_paper_diff_and_na(synthetic_results):
     assert "| MLM |" in figure5 and "50.0" in figure5 and "55.0" in figure5
 
 
+def test_tables_leave_out_runs_whose_pretraining_was_redone(tmp_path):
+    pretrain = _record("cpu.pretrain.tiny-nsp", "finished",
+                       [Cell("table6", "L2/H128/A2", "LM ppl", "mlm_perplexity")],
+                       metrics={"mlm_perplexity": 120.5}, stage="pretrain")
+    pretrain["ended"] = "2026-11-27T02:00:00+00:00"  # rerun: the fine-tunes below read 01:00's
+    fine_tunes = [
+        _record("cpu.finetune.tiny-nsp.mrpc", "finished",
+                [Cell("table5", "BERT-BASE", "MRPC", "accuracy")], metrics={"accuracy": 82.0}),
+        _record("cpu.finetune.tiny-nsp.sst2", "finished",
+                [Cell("table5", "BERT-BASE", "SST-2", "accuracy")], metrics={"accuracy": 81.0})]
+    fine_tunes[0]["needs_ended"] = {"cpu.pretrain.tiny-nsp": "2026-11-27T01:00:00+00:00"}
+    fine_tunes[1]["needs_ended"] = {"cpu.pretrain.tiny-nsp": pretrain["ended"]}
+    for record in (pretrain, *fine_tunes):
+        write_record(str(tmp_path), record)
+    tables.build_tables(str(tmp_path))
+    table5 = (tmp_path / "tables" / "table5.md").read_text()
+    assert "82.0" not in table5
+    assert "n/a (stale: cpu.pretrain.tiny-nsp redone since this run read it) / 86.7" in table5
+    assert "81.0 / 92.7" in table5  # read the pretraining run that is there now
+    runs = (tmp_path / "tables" / "runs.md").read_text()
+    assert "| cpu.finetune.tiny-nsp.mrpc | stale (cpu.pretrain.tiny-nsp redone since this " \
+           "run read it) |" in runs
+    assert "| cpu.finetune.tiny-nsp.sst2 | finished |" in runs
+
+
 def test_tables_with_no_records_are_all_na(tmp_path):
     written = tables.build_tables(str(tmp_path))
     table1 = (tmp_path / "tables" / "table1.md").read_text()
