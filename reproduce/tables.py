@@ -224,7 +224,10 @@ def _paper_layout(table: str, group: pd.DataFrame) -> list:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         in_row = group[group["row"] == row]
-        models = "; ".join(dict.fromkeys(in_row["model"])) or "–"
+        # The models that produced the row's numbers: an n/a cell's record may name one
+        # that was never trained (a run without data, or one planned by an earlier plan).
+        scored = in_row[in_row["status"] == "ok"]
+        models = "; ".join(dict.fromkeys((scored if len(scored) else in_row)["model"])) or "–"
         size = in_row["size"].dropna().iloc[0] if in_row["size"].notna().any() else None
         cells = []
         for column in columns:
@@ -270,7 +273,10 @@ def _figure5_markdown(group: pd.DataFrame) -> list:
         for step in steps:
             match = in_row[in_row["pretrain_step"] == step]
             cells.append(format_cell(match.iloc[0] if len(match) else None, None).rsplit(" / ", 1)[0])
-        models = "; ".join(dict.fromkeys(in_row["model"])) or "–"
+        # The models that produced the row's numbers: an n/a cell's record may name one
+        # that was never trained (a run without data, or one planned by an earlier plan).
+        scored = in_row[in_row["status"] == "ok"]
+        models = "; ".join(dict.fromkeys((scored if len(scored) else in_row)["model"])) or "–"
         out.append("| " + " | ".join([row, models] + cells) + " |")
     return out + [""]
 

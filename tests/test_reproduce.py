@@ -609,6 +609,7 @@ def test_tables_leave_out_runs_whose_pretraining_was_redone(tmp_path):
         _record("cpu.finetune.tiny-nsp.sst2", "finished",
                 [Cell("table5", "BERT-BASE", "SST-2", "accuracy")], metrics={"accuracy": 81.0})]
     fine_tunes[0]["needs_ended"] = {"cpu.pretrain.tiny-nsp": "2026-11-27T01:00:00+00:00"}
+    fine_tunes[0]["info"]["model"] = {**fine_tunes[0]["info"]["model"], "steps": 1000}
     fine_tunes[1]["needs_ended"] = {"cpu.pretrain.tiny-nsp": pretrain["ended"]}
     for record in (pretrain, *fine_tunes):
         write_record(str(tmp_path), record)
@@ -617,6 +618,8 @@ def test_tables_leave_out_runs_whose_pretraining_was_redone(tmp_path):
     assert "82.0" not in table5
     assert "n/a (stale: cpu.pretrain.tiny-nsp redone since this run read it) / 86.7" in table5
     assert "81.0 / 92.7" in table5  # read the pretraining run that is there now
+    row = next(line for line in table5.splitlines() if line.startswith("| BERT-BASE"))
+    assert "1500 steps x 32" in row and "1000 steps" not in row  # the scored run's model
     runs = (tmp_path / "tables" / "runs.md").read_text()
     assert "| cpu.finetune.tiny-nsp.mrpc | stale (cpu.pretrain.tiny-nsp redone since this " \
            "run read it) |" in runs
