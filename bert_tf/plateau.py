@@ -52,5 +52,9 @@ def plateau_message(step: int, mlm_loss: float, entropy: float) -> str:
     return (f"WARNING: step {step}: training masked-LM loss {mlm_loss:.3f} on the targets "
             f"the input hides is still above their unigram entropy ({entropy:.3f} nats, "
             f"perplexity {math.exp(entropy):.0f}): the model predicts token frequencies "
-            f"and has not learned to use the context. The run is likely stuck on the unigram "
-            f"plateau: try a higher --learning_rate or more steps, and check the records.")
+            f"and has not learned to use the context: the run is stuck on the unigram "
+            f"plateau. If the loss stopped falling within the warmup, the network has likely "
+            f"collapsed (its attention onto single tokens, a "
+            f"failure of too high a learning rate): try a lower --learning_rate or a longer "
+            f"--num_warmup_steps. If it is still falling, more steps may do. Check the records "
+            f"too.")
