@@ -1,7 +1,8 @@
 #!/bin/sh
 # The BERT-Tiny recipe search of issue #14: which learning rate, batch and sequence length
 # leave the unigram plateau soonest on this 2-core CPU. Run from the repository root with
-# BERT_DATA_DIR set; `sh search.sh NAME...` runs only the trials named.
+# BERT_DATA_DIR set; `sh search.sh NAME...` runs only the trials named; EXTRA_ARGS goes to
+# every trial's bert_tf.pretrain (e.g. "--export_steps 600,1200" for attention_collapse.py).
 #
 # Every trial is configured as a whole 100-minute run (its steps are what ~160 sequences/s
 # buys in 100 minutes at its batch size, so its schedule is the one it would have), is
@@ -27,7 +28,7 @@ trial() {  # name batch learning_rate steps warmup seq size mask
     --max_seq_length "$seq" --max_predictions_per_seq "$predictions" \
     --precision mixed_bfloat16 --eval_steps $((2560 / batch)) \
     --eval_every $((19200 / batch)) --save_checkpoints_steps $((19200 / batch)) \
-    --log_every $((6400 / batch)) --seed 0
+    --log_every $((6400 / batch)) --seed 0 $EXTRA_ARGS
   echo "$name: exit $? (124: stopped by the timeout)"
 }
 
