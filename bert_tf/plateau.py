@@ -53,8 +53,8 @@ def plateau_message(step: int, mlm_loss: float, entropy: float) -> str:
             f"the input hides is still above their unigram entropy ({entropy:.3f} nats, "
             f"perplexity {math.exp(entropy):.0f}): the model predicts token frequencies "
             f"and has not learned to use the context: the run is stuck on the unigram "
-            f"plateau. If the loss stopped falling within the warmup, the network has likely "
-            f"collapsed (its attention onto single tokens, a "
-            f"failure of too high a learning rate): try a lower --learning_rate or a longer "
-            f"--num_warmup_steps. If it is still falling, more steps may do. Check the records "
+            f"plateau. If the loss stopped falling early, the network has likely collapsed "
+            f"(every position's output the same vector; on the cpu recipe's BERT-Tiny this "
+            f"came from too high a peak learning rate, not too short a warmup): try a lower "
+            f"--learning_rate. If it is still falling, more steps may do. Check the records "
             f"too.")

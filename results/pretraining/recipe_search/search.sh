@@ -33,10 +33,9 @@ trial() {  # name batch learning_rate steps warmup seq size mask
 }
 
 # Mini's steps are what its ~45 sequences/s buy in 100 minutes (~270k sequences).
-# The mask100_* trials: Table 8's 100/0/0 run at the recipe's lr 4e-3 stopped learning by
-# step 200 (loss at the unigram entropy, NSP at chance, the gradient norm falling to 0.2;
-# so did 0/0/100, and 80/10/10 at 8e-3); does it at this seed, and which rate or warmup
-# keeps it learning? (~10 minutes each: TRIAL_SECONDS=600)
+# The mask100_* trials: Table 8's 100/0/0 run collapsed at the recipe's lr 4e-3 (so did
+# 0/0/100, and 80/10/10 at 8e-3); which rate or warmup keeps it learning? (~10 minutes
+# each: TRIAL_SECONDS=600; README.md, "Table 8's 100/0/0 at other rates")
 # name              batch lr    steps  warmup seq size mask
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
