@@ -22,12 +22,11 @@ Per checkpoint:
   NSP "random"       share of sequences whose next sentence is predicted random
 """
 
-import argparse
 import tempfile
 
 import numpy as np
 import torch
-from masked_lm_by_kind import batches, to_huggingface
+from masked_lm_by_kind import batches, checkpoints_parser, to_huggingface
 from transformers import BertForPreTraining
 
 from bert_tf import timing
@@ -73,13 +72,7 @@ def describe(model, held_out) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("checkpoints", nargs="+", help="exported checkpoint directories")
-    p.add_argument("--records", required=True, help="held-out records (glob)")
-    p.add_argument("--max_seq_length", type=int, default=128)
-    p.add_argument("--max_predictions_per_seq", type=int, default=20)
-    p.add_argument("--batches", type=int, default=4, help="of 64 records each")
-    args = p.parse_args()
+    args = checkpoints_parser(__doc__.split("\n\n")[0], batches=4).parse_args()
     print("\n".join(timing.header("results/pretraining/attention_collapse.py")))
     torch.set_num_threads(1)
     for checkpoint in args.checkpoints:

@@ -67,14 +67,19 @@ def accuracy_by_kind(model, batches, mask_id: int) -> dict:
     return counts
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def checkpoints_parser(description: str, batches: int) -> argparse.ArgumentParser:
+    """The arguments of a script that scores exported checkpoints on held-out records."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("checkpoints", nargs="+", help="exported checkpoint directories")
     p.add_argument("--records", required=True, help="held-out records (glob)")
     p.add_argument("--max_seq_length", type=int, default=128)
     p.add_argument("--max_predictions_per_seq", type=int, default=20)
-    p.add_argument("--batches", type=int, default=40, help="of 64 records each")
-    args = p.parse_args()
+    p.add_argument("--batches", type=int, default=batches, help="of 64 records each")
+    return p
+
+
+def main() -> None:
+    args = checkpoints_parser(__doc__.split("\n\n")[0], batches=40).parse_args()
     print("\n".join(timing.header("results/pretraining/masked_lm_by_kind.py")))
     torch.set_num_threads(1)
     for checkpoint in args.checkpoints:
