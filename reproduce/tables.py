@@ -214,6 +214,13 @@ def table_markdown(table: str, cells: pd.DataFrame, runs: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _row_models(in_row: pd.DataFrame) -> str:
+    """The models that produced a row's numbers: an n/a cell's record may name one that
+    was never trained (a run without data, or one planned by an earlier plan)."""
+    scored = in_row[in_row["status"] == "ok"]
+    return "; ".join(dict.fromkeys((scored if len(scored) else in_row)["model"])) or "–"
+
+
 def _paper_layout(table: str, group: pd.DataFrame) -> list:
     columns = [c.name for c in paper.columns(table) if not c.name.startswith("Test")
                or (group["column"] == c.name).any()]
@@ -224,10 +231,7 @@ def _paper_layout(table: str, group: pd.DataFrame) -> list:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         in_row = group[group["row"] == row]
-        # The models that produced the row's numbers: an n/a cell's record may name one
-        # that was never trained (a run without data, or one planned by an earlier plan).
-        scored = in_row[in_row["status"] == "ok"]
-        models = "; ".join(dict.fromkeys((scored if len(scored) else in_row)["model"])) or "–"
+        models = _row_models(in_row)
         size = in_row["size"].dropna().iloc[0] if in_row["size"].notna().any() else None
         cells = []
         for column in columns:
@@ -273,10 +277,7 @@ def _figure5_markdown(group: pd.DataFrame) -> list:
         for step in steps:
             match = in_row[in_row["pretrain_step"] == step]
             cells.append(format_cell(match.iloc[0] if len(match) else None, None).rsplit(" / ", 1)[0])
-        # The models that produced the row's numbers: an n/a cell's record may name one
-        # that was never trained (a run without data, or one planned by an earlier plan).
-        scored = in_row[in_row["status"] == "ok"]
-        models = "; ".join(dict.fromkeys((scored if len(scored) else in_row)["model"])) or "–"
+        models = _row_models(in_row)
         out.append("| " + " | ".join([row, models] + cells) + " |")
     return out + [""]
 

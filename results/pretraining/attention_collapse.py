@@ -22,11 +22,9 @@ Per checkpoint:
   NSP "random"       share of sequences whose next sentence is predicted random
 """
 
-import tempfile
-
 import numpy as np
 import torch
-from masked_lm_by_kind import batches, checkpoints_parser, to_huggingface
+from masked_lm_by_kind import batches, checkpoints_parser, huggingface_copies
 from transformers import BertForPreTraining
 
 from bert_tf import timing
@@ -75,13 +73,11 @@ def main() -> None:
     args = checkpoints_parser(__doc__.split("\n\n")[0], batches=4).parse_args()
     print("\n".join(timing.header("results/pretraining/attention_collapse.py")))
     torch.set_num_threads(1)
-    for checkpoint in args.checkpoints:
-        with tempfile.TemporaryDirectory() as hf_dir:
-            to_huggingface(checkpoint, hf_dir)
-            # "eager": the attention implementation that returns its probabilities.
-            model = BertForPreTraining.from_pretrained(hf_dir, attn_implementation="eager")
-            d = describe(model.eval(), batches(args.records, args.max_seq_length,
-                                               args.max_predictions_per_seq, args.batches))
+    for checkpoint, hf_dir in huggingface_copies(args.checkpoints):
+        # "eager": the attention implementation that returns its probabilities.
+        model = BertForPreTraining.from_pretrained(hf_dir, attn_implementation="eager")
+        d = describe(model.eval(), batches(args.records, args.max_seq_length,
+                                           args.max_predictions_per_seq, args.batches))
         print(f"\n{checkpoint}\n  attention entropy  " +
               ", ".join(f"layer {i + 1} {e:.2f}" for i, e in enumerate(d["attention_entropy"])) +
               f" (uniform: {d['uniform_entropy']:.2f})\n"

@@ -38,6 +38,15 @@ def to_huggingface(checkpoint: str, output_dir: str) -> None:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def huggingface_copies(checkpoints: list):
+    """Each checkpoint with a temporary directory that holds it in Hugging Face's layout
+    (removed when the next one is converted)."""
+    for checkpoint in checkpoints:
+        with tempfile.TemporaryDirectory() as hf_dir:
+            to_huggingface(checkpoint, hf_dir)
+            yield checkpoint, hf_dir
+
+
 def batches(records: str, max_seq_length: int, max_predictions: int, count: int):
     spec = feature_spec(max_seq_length, max_predictions)
     dataset = (tf.data.TFRecordDataset(sorted(glob.glob(records)))
@@ -82,14 +91,12 @@ def main() -> None:
     args = checkpoints_parser(__doc__.split("\n\n")[0], batches=40).parse_args()
     print("\n".join(timing.header("results/pretraining/masked_lm_by_kind.py")))
     torch.set_num_threads(1)
-    for checkpoint in args.checkpoints:
-        with tempfile.TemporaryDirectory() as hf_dir:
-            to_huggingface(checkpoint, hf_dir)
-            model = BertForPreTraining.from_pretrained(hf_dir).eval()
-            mask_id = load_vocab(os.path.join(hf_dir, "vocab.txt")).index("[MASK]")
-            counts = accuracy_by_kind(model, batches(args.records, args.max_seq_length,
-                                                     args.max_predictions_per_seq,
-                                                     args.batches), mask_id)
+    for checkpoint, hf_dir in huggingface_copies(args.checkpoints):
+        model = BertForPreTraining.from_pretrained(hf_dir).eval()
+        mask_id = load_vocab(os.path.join(hf_dir, "vocab.txt")).index("[MASK]")
+        counts = accuracy_by_kind(model, batches(args.records, args.max_seq_length,
+                                                 args.max_predictions_per_seq, args.batches),
+                                  mask_id)
         total = sum(n for _, n in counts.values())
         counts["hidden"] = [counts["mask"][0] + counts["random"][0],
                             counts["mask"][1] + counts["random"][1]]
