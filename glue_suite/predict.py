@@ -26,6 +26,12 @@ SQuAD answers come from the model's per-window logits through the original
 post-processing (`glue_suite.squad_postprocess`), run here, outside the graph.
 """
 
+# Before the imports that pull in Keras: when this process is the command, start it
+# without the libraries Keras imports for features no command here uses.
+if __name__ == "__main__":
+    from bert_tf.cli import import_keras_without_extras
+    import_keras_without_extras()
+
 import argparse
 import json
 import os

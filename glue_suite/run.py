@@ -51,6 +51,12 @@ split they carry its name: MNLI "accuracy" (matched) and "dev_mismatched_accurac
 CoNLL-2003 "ner_f1" (dev, eng.testa) and "test_ner_f1" (eng.testb).
 """
 
+# Before the imports that pull in Keras: when this process is the command, start it
+# without the libraries Keras imports for features no command here uses.
+if __name__ == "__main__":
+    from bert_tf.cli import import_keras_without_extras
+    import_keras_without_extras()
+
 import argparse
 import dataclasses
 import logging

@@ -2,14 +2,17 @@
 layout and a tiny saved checkpoint (2 layers, H=16): seconds per task."""
 
 import csv
+import importlib.util
 import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from bert_tf.cli import run_main
+from bert_tf.cli import KERAS_EXTRAS_UNUSED, run_main
 from glue_suite import evaluate, run, run_config
 from glue_suite import features as F
 from glue_suite import predictions
@@ -243,6 +246,36 @@ def _outputs(out) -> dict:
     """{relative path: bytes} of a run directory's outputs (not run.log or cache/)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*")
             if p.is_file() and p.name != "run.log" and "cache" not in p.relative_to(out).parts}
+
+
+# Runs glue_suite.run as `python -m` does (run_name "__main__"); at exit, prints which of
+# Keras's unused extras the run loaded, then whether they still import.
+_AS_A_COMMAND = """
+import atexit, importlib, runpy, sys
+extras = sys.argv[1].split(",")
+def report():
+    print("loaded:", [n for n in extras if sys.modules.get(n) is not None])
+    print("importable after:", all(importlib.util.find_spec(n) for n in extras))
+atexit.register(report)
+sys.argv = ["glue_suite.run", *sys.argv[2:]]
+runpy.run_module("glue_suite.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_command_runs_without_keras_extras(world, tmp_path):
+    """`python -m glue_suite.run` imports Keras without scikit-learn, pandas, matplotlib
+    and IPython (seconds of start-up), trains and scores all the same, and leaves them
+    importable."""
+    installed = [n for n in KERAS_EXTRAS_UNUSED if importlib.util.find_spec(n)]
+    out = tmp_path / "rte"
+    done = subprocess.run(
+        [sys.executable, "-c", _AS_A_COMMAND, ",".join(installed),
+         *_argv(world, out, "rte")],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded: []\nimportable after: True" in done.stdout
+    with open(out / "metrics.json", encoding="utf-8") as f:
+        _check_common(json.load(f), "rte", 24)
 
 
 def test_a_finished_run_is_refused_or_kept_whole(world, tmp_path, monkeypatch, capsys):
