@@ -36,6 +36,8 @@ trial() {  # name batch learning_rate steps warmup seq size mask
 # The mask100_* trials: Table 8's 100/0/0 run collapsed at the recipe's lr 4e-3 (so did
 # 0/0/100, and 80/10/10 at 8e-3); which rate or warmup keeps it learning? (~10 minutes
 # each: TRIAL_SECONDS=600; README.md, "Table 8's 100/0/0 at other rates")
+# The *_lr1.5e-3 trials: between 1e-3 (nothing collapses, 80/10/10 stays near the plateau
+# for the whole 100 minutes) and 2e-3 (100/0/0 collapses); README.md, "80/10/10 at 1e-3".
 # name              batch lr    steps  warmup seq size mask
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -49,6 +51,8 @@ mask100_b64_lr4e-3  64    4e-3  15000  300    128 tiny 100-0-0
 mask100_b64_lr2e-3  64    2e-3  15000  300    128 tiny 100-0-0
 mask100_b64_lr1e-3  64    1e-3  15000  300    128 tiny 100-0-0
 mask100_b64_lr4e-3_w1500 64 4e-3 15000 1500   128 tiny 100-0-0
+b64_lr1.5e-3        64    1.5e-3 15000 300    128 tiny 80-10-10
+mask100_b64_lr1.5e-3 64   1.5e-3 15000 300    128 tiny 100-0-0
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask; do
   [ -n "$name" ] || continue
