@@ -28,9 +28,9 @@ EXIT_INPUT_ERROR = 2
 
 # Libraries Keras 3 imports whenever they are installed, for features no command here uses:
 # its scikit-learn wrappers (scikit-learn pulls SciPy), its DataFrame inputs (pandas), its
-# image gallery (matplotlib) and its notebook display (IPython): ~3 s of every command's
-# start-up on a 2-core CPU (`python -X importtime -c "import keras"`), a seventh of the
-# training steps of a 2,000-sentence SST-2 epoch.
+# image gallery (matplotlib) and its notebook display (IPython): 2 s of every command's
+# start-up on an idle 2-core CPU (glue_suite.run's: 4.7 -> 2.7 s, results/benchmark/README.md),
+# a tenth of the training steps of a 2,000-sentence SST-2 epoch.
 KERAS_EXTRAS_UNUSED = ("sklearn", "pandas", "matplotlib", "IPython")
 
 

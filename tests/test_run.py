@@ -251,8 +251,8 @@ def _outputs(out) -> dict:
 # Runs glue_suite.run as `python -m` does (run_name "__main__"); at exit, prints which of
 # Keras's unused extras the run loaded, then whether they still import.
 _AS_A_COMMAND = """
-import atexit, importlib, runpy, sys
-extras = sys.argv[1].split(",")
+import atexit, importlib.util, runpy, sys
+extras = [name for name in sys.argv[1].split(",") if name]
 def report():
     print("loaded:", [n for n in extras if sys.modules.get(n) is not None])
     print("importable after:", all(importlib.util.find_spec(n) for n in extras))
