@@ -294,15 +294,40 @@ def restore(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool) ->
 
 # ------------------------------------------------------------------------ running
 def executed_argv(run: Run) -> tuple:
-    """The flags a run executes with: the plan's, plus --overwrite for a fine-tuning run
-    whose directory already holds a finished run (the harness stopped between the CLI's
-    end and the record, or the record was removed): glue_suite.run refuses such a
-    directory otherwise. Its outputs move to previous-<time>/ there. The record keeps the
-    planned argv, which decides whether the run is done."""
+    """The flags a run executes with: the plan's, except
+    - --overwrite for a fine-tuning run whose directory already holds a finished run (the
+      harness stopped between the CLI's end and the record, or the record was removed):
+      glue_suite.run refuses such a directory otherwise. Its outputs move to
+      previous-<time>/ there.
+    - float32 for pretraining planned in mixed_bfloat16 on a CPU that emulates bfloat16
+      (`_precision_for_this_cpu`).
+    The record keeps the planned argv, which decides whether the run is done: a plan
+    continued on another kind of machine keeps the runs it has."""
+    if run.config is None:
+        return run.args
     finished = _Files.exists(os.path.join(run.out_dir, RESULT_FILE[run.stage]))
-    if run.stage == "finetune" and run.config is not None and finished:
+    if run.stage == "finetune" and finished:
         return dataclasses.replace(run.config, overwrite=True).argv()
+    if run.stage == "pretrain":
+        return _precision_for_this_cpu(run.config).argv()
     return run.args
+
+
+def _precision_for_this_cpu(command):
+    """The command at float32 where the recipe says mixed_bfloat16 (the fastest on CPUs
+    with AMX or AVX-512 BF16) and this CPU has neither: there bfloat16 is emulated and
+    slower than float32 (`provenance.native_bfloat16`). A run already started resumes at
+    the precision it started with (its pretrain_config.json), which pretrain requires."""
+    d = command.distribution
+    if d.strategy != "cpu" or d.precision != "mixed_bfloat16" or \
+            provenance.native_bfloat16() is not False:
+        return command
+    started = os.path.join(command.model_dir, "pretrain_config.json")
+    if _Files.exists(started) and json.loads(_Files.read(started)).get("precision") == \
+            d.precision:
+        return command
+    return dataclasses.replace(command,
+                               distribution=dataclasses.replace(d, precision="float32"))
 
 
 def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = True) -> dict:

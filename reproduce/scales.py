@@ -227,8 +227,10 @@ _CPU_ABLATION = {
     "conll2003": Finetune(learning_rates=(5e-4,), seeds=3, max_train_examples=5000),
 }
 # Pretraining: what the recipe search found for Tiny (results/pretraining/recipe_search):
-# 100 minutes at ~160 sequences/s in mixed_bfloat16 (this CPU has AMX; on one without it
-# bfloat16 is slower than float32). Every objective and masking of a size gets the same.
+# 100 minutes at ~160 sequences/s in mixed_bfloat16 on a CPU with AVX-512 BF16. Where the
+# CPU emulates bfloat16 (AVX2 alone) the runner runs it in float32, at ~74 sequences/s
+# there: 3.6 hours (`runner.executed_argv`). Every objective and masking of a size gets
+# the same.
 _TINY_RECIPE = Pretraining(steps=15_000, batch_size=64, learning_rate=4e-3, warmup_steps=300,
                            checkpoint_every=1500, eval_every=1500, precision="mixed_bfloat16")
 # Mini in the same 100 minutes (~45 sequences/s at batch 32 or 64: ~270k sequences, a

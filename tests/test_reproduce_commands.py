@@ -6,6 +6,8 @@ parser: a flag the harness writes and the CLI lacks fails here, not hours into a
 
 import dataclasses
 import importlib
+import json
+import os
 
 import pytest
 
@@ -84,3 +86,26 @@ def test_a_finetune_rerun_over_a_finished_run_overwrites_it(tmp_path):
     assert executed_argv(run) == run.args  # nothing there yet
     (tmp_path / "metrics.json").write_text("{}")
     assert executed_argv(run) == (*run.args, "--overwrite")
+
+
+def test_cpu_pretraining_runs_in_float32_where_bfloat16_is_emulated(tmp_path, monkeypatch):
+    from bert_tf import provenance
+    plan = build_plan("cpu", "cpu", str(tmp_path / "data"), str(tmp_path / "work"))
+    run = next(r for r in plan.runs.values() if r.stage == "pretrain"
+               and r.config.distribution.precision == "mixed_bfloat16")
+
+    def executed_precision(native):
+        monkeypatch.setattr(provenance, "native_bfloat16", lambda: native)
+        argv = executed_argv(run)
+        return argv[argv.index("--precision") + 1]
+
+    assert executed_precision(True) == "mixed_bfloat16"
+    assert executed_precision(None) == "mixed_bfloat16"  # flags unknown: as planned
+    assert executed_precision(False) == "float32"
+    assert executed_argv(run) == tuple("float32" if a == "mixed_bfloat16" else a
+                                       for a in run.args)  # nothing else changes
+    # A run started in bfloat16 (elsewhere) resumes in it: pretrain refuses another.
+    os.makedirs(run.config.model_dir)
+    with open(os.path.join(run.config.model_dir, "pretrain_config.json"), "w") as f:
+        json.dump({"precision": "mixed_bfloat16"}, f)
+    assert executed_precision(False) == "mixed_bfloat16"

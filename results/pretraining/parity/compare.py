@@ -4,7 +4,9 @@ by step: prints the table and the largest relative gap after warmup, draws one p
     python results/pretraining/parity/compare.py --ours RUN/metrics.csv \
         --reference hf_seed0.csv [hf_seed1.csv ...] --warmup 100 --plot curves.png
 
-Several reference files (seeds) are averaged; so are several --ours files.
+Several reference files (seeds) are averaged; so are several --ours files. --until STEP
+limits the verdict to the evaluations up to STEP (e.g. while a reference trained on a
+subset of the records has not yet repeated it more often than the run did).
 """
 
 import argparse
@@ -32,15 +34,17 @@ def main(argv=None) -> int:
     p.add_argument("--ours", nargs="+", required=True)
     p.add_argument("--reference", nargs="+", required=True)
     p.add_argument("--warmup", type=int, required=True)
+    p.add_argument("--until", type=int, help="judge the evaluations up to this step only")
     p.add_argument("--plot")
     args = p.parse_args(argv)
     ours, reference = held_out_curve(args.ours), held_out_curve(args.reference)
     both = ours.merge(reference, left_index=True, right_index=True, suffixes=("_ours", "_hf"))
     both["relative_gap"] = (both["mlm_loss_ours"] - both["mlm_loss_hf"]) / both["mlm_loss_hf"]
     print(both.to_string(float_format=lambda x: f"{x:.4f}"))
-    after = both[both.index > args.warmup]
-    worst = after["relative_gap"].abs().max()
-    print(f"largest |relative gap| of held-out MLM loss after warmup: {worst:.2%} "
+    judged = both[(both.index > args.warmup) & (both.index <= (args.until or both.index.max()))]
+    worst = judged["relative_gap"].abs().max()
+    print(f"largest |relative gap| of held-out MLM loss after warmup "
+          f"(steps {judged.index.min()}-{judged.index.max()}): {worst:.2%} "
           f"({'within' if worst <= 0.02 else 'OUTSIDE'} 2%)")
     if args.plot:
         fig, ax = plt.subplots(figsize=(6, 4))

@@ -6,10 +6,18 @@ seed, so both see the same examples in the same order), config, schedule and ste
 the two learning curves can be compared (`compare.py`). The recipe is the paper's, written
 out independently of bert_tf: AdamW (beta 0.9/0.999, eps 1e-6, weight decay 0.01 except
 LayerNorm and biases), linear warmup then linear decay to 0, global-norm clip 1.0, loss =
-mean cross-entropy over the masked positions + NSP cross-entropy.
+mean cross-entropy over the masked positions + NSP cross-entropy. A run in
+mixed_bfloat16 is mirrored with bfloat16 autocast.
 
     python results/pretraining/parity/hf_reference.py --pretrain_config RUN/pretrain_config.json \
         --output_csv hf_metrics.csv [--seed 0]
+
+Without TensorFlow (a lent GPU), from the run's records dumped by `record_arrays.py`: the
+same records, shuffled by numpy each epoch instead of by the run's tf.data pipeline, so
+the curves compare as two runs of one recipe, not batch for batch:
+
+    python results/pretraining/parity/hf_reference.py --pretrain_config RUN/pretrain_config.json \
+        --arrays records.npz --device cuda --output_csv hf_metrics.csv
 """
 
 import argparse
@@ -18,12 +26,11 @@ import json
 import math
 import os
 import sys
+import time
 
 import numpy as np
 import torch
 import transformers
-
-from bert_tf.pretraining_dataset import make_pretraining_dataset
 
 
 def hf_model(bert_config: dict, seed: int) -> transformers.BertForPreTraining:
@@ -44,79 +51,125 @@ def optimizer_and_schedule(model, learning_rate: float, warmup: int, total: int)
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, total)
+    # Linear warmup to the peak, then linear decay to 0 at the last step.
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: step / warmup if step < warmup
+        else max(0.0, (total - step) / max(1, total - warmup)))
     return optimizer, schedule
 
 
-def to_torch(batch: dict) -> dict:
-    """Our record batch -> HF inputs; MLM labels are -100 except at masked positions."""
-    ids = torch.from_numpy(batch["input_ids"].numpy().astype(np.int64))
+def to_torch(batch: dict, device: str) -> dict:
+    """A batch of record features (numpy) -> HF inputs; MLM labels are -100 except at
+    masked positions."""
+    ids = torch.from_numpy(batch["input_ids"].astype(np.int64))
     labels = torch.full_like(ids, -100)
-    positions = batch["masked_lm_positions"].numpy()
-    targets = batch["masked_lm_ids"].numpy()
-    weights = batch["masked_lm_weights"].numpy()
-    rows, cols = np.nonzero(weights > 0)
+    positions, targets = batch["masked_lm_positions"], batch["masked_lm_ids"]
+    rows, cols = np.nonzero(batch["masked_lm_weights"] > 0)
     labels[rows, positions[rows, cols]] = torch.from_numpy(targets[rows, cols].astype(np.int64))
-    return {"input_ids": ids,
-            "attention_mask": torch.from_numpy(batch["input_mask"].numpy().astype(np.int64)),
-            "token_type_ids": torch.from_numpy(batch["segment_ids"].numpy().astype(np.int64)),
-            "labels": labels,
-            "next_sentence_label": torch.from_numpy(
-                batch["next_sentence_labels"].numpy().reshape(-1).astype(np.int64))}
+    inputs = {"input_ids": ids,
+              "attention_mask": torch.from_numpy(batch["input_mask"].astype(np.int64)),
+              "token_type_ids": torch.from_numpy(batch["segment_ids"].astype(np.int64)),
+              "labels": labels,
+              "next_sentence_label": torch.from_numpy(
+                  batch["next_sentence_labels"].reshape(-1).astype(np.int64))}
+    return {k: v.to(device) for k, v in inputs.items()}
 
 
-def masked_lm_sums(model, inputs: dict) -> tuple:
-    """(sum of cross-entropy, correct, count) over the masked positions of a batch."""
+def record_batches(config: dict, seed: int | None, training: bool):
+    """The run's own batches: its tf.data pipeline (with its seed) over its records."""
+    from bert_tf.pretraining_dataset import make_pretraining_dataset
+    dataset = make_pretraining_dataset(
+        config["train_files" if training else "eval_files"], config["global_batch_size"],
+        config["max_seq_length"], config["max_predictions_per_seq"], is_training=training,
+        seed=seed)
+    if not training and config.get("eval_steps"):
+        dataset = dataset.take(config["eval_steps"])
+    for batch in dataset:
+        yield {k: v.numpy() for k, v in batch.items()}
+
+
+def array_batches(features: dict, batch_size: int, seed: int | None, training: bool):
+    """Batches of dumped records: in order once, or reshuffled every epoch, forever."""
+    count = len(features["input_ids"])
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(count) if training else np.arange(count)
+        for start in range(0, count - batch_size + 1, batch_size):
+            chosen = order[start:start + batch_size]
+            yield {k: v[chosen] for k, v in features.items()}
+        if not training:
+            return
+
+
+def masked_lm_sums(model, inputs: dict) -> dict:
+    """Sums over a batch: masked-LM cross-entropy, correct and count; NSP correct."""
     out = model(**{k: v for k, v in inputs.items()
                    if k not in ("labels", "next_sentence_label")})
-    logits, labels = out.prediction_logits, inputs["labels"]
+    logits, labels = out.prediction_logits.float(), inputs["labels"]
     chosen = labels != -100
     loss = torch.nn.functional.cross_entropy(logits[chosen], labels[chosen], reduction="sum")
-    correct = (logits[chosen].argmax(-1) == labels[chosen]).sum()
-    return float(loss), int(correct), int(chosen.sum())
+    nsp = out.seq_relationship_logits.argmax(-1) == inputs["next_sentence_label"]
+    return {"loss": float(loss), "correct": int((logits[chosen].argmax(-1) ==
+                                                 labels[chosen]).sum()),
+            "count": int(chosen.sum()), "nsp_correct": int(nsp.sum()),
+            "sequences": len(nsp)}
 
 
-def evaluate(model, config: dict) -> dict:
+def evaluate(model, heldout_batches, device: str, autocast) -> dict:
     model.eval()
-    dataset = make_pretraining_dataset(config["eval_files"], config["global_batch_size"],
-                                       config["max_seq_length"],
-                                       config["max_predictions_per_seq"], is_training=False)
-    if config.get("eval_steps"):
-        dataset = dataset.take(config["eval_steps"])
-    loss = correct = count = 0
-    with torch.no_grad():
-        for batch in dataset:
-            l, c, n = masked_lm_sums(model, to_torch(batch))
-            loss, correct, count = loss + l, correct + c, count + n
+    totals = dict.fromkeys(("loss", "correct", "count", "nsp_correct", "sequences"), 0)
+    with torch.no_grad(), autocast():
+        for batch in heldout_batches():
+            for k, v in masked_lm_sums(model, to_torch(batch, device)).items():
+                totals[k] += v
     model.train()
-    return {"mlm_loss": loss / count, "mlm_accuracy": correct / count}
+    return {"mlm_loss": totals["loss"] / totals["count"],
+            "mlm_accuracy": totals["correct"] / totals["count"],
+            "nsp_accuracy": totals["nsp_correct"] / totals["sequences"]}
 
 
-def train(config: dict, seed: int, output_csv: str) -> None:
+def train(config: dict, seed: int, output_csv: str, arrays: str | None, device: str) -> None:
     steps, warmup = config["num_train_steps"], config["num_warmup_steps"]
-    model = hf_model(config["bert_config"], seed)
+    model = hf_model(config["bert_config"], seed).to(device)
     model.train()
     optimizer, schedule = optimizer_and_schedule(model, config["learning_rate"], warmup, steps)
-    dataset = make_pretraining_dataset(config["train_files"], config["global_batch_size"],
-                                       config["max_seq_length"],
-                                       config["max_predictions_per_seq"], is_training=True,
-                                       seed=config["seed"])
+    bfloat16 = config.get("precision") == "mixed_bfloat16"
+    def autocast():
+        return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
+                              enabled=bfloat16)
+    if arrays:
+        from record_arrays import load
+        train_features, heldout, _ = load(arrays)
+        batch_size = config["global_batch_size"]
+        batches = array_batches(train_features, batch_size, config["seed"], training=True)
+        heldout_batches = lambda: array_batches(heldout, batch_size, None, training=False)
+    else:
+        batches = record_batches(config, config["seed"], training=True)
+        heldout_batches = lambda: record_batches(config, None, training=False)
     eval_every = config["eval_every"] or steps
-    rows = []
-    for step, batch in enumerate(dataset.take(steps), start=1):
-        loss = model(**to_torch(batch)).loss
+    rows, started = [], time.perf_counter()
+    for step in range(1, steps + 1):
+        with autocast():
+            loss = model(**to_torch(next(batches), device)).loss
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         if step % eval_every == 0 or step == steps:
-            metrics = evaluate(model, config)
+            metrics = evaluate(model, heldout_batches, device, autocast)
             rows.append({"step": step, "split": "eval", **metrics,
-                         "mlm_perplexity": math.exp(metrics["mlm_loss"])})
+                         "mlm_perplexity": math.exp(metrics["mlm_loss"]),
+                         "train_loss": loss.item(),
+                         "elapsed_seconds": round(time.perf_counter() - started, 1)})
             print(f"step {step}: held-out mlm_loss {metrics['mlm_loss']:.4f} "
-                  f"acc {metrics['mlm_accuracy']:.4f}", flush=True)
-    with open(output_csv, "w", newline="") as f:
+                  f"acc {metrics['mlm_accuracy']:.4f} nsp {metrics['nsp_accuracy']:.4f}",
+                  flush=True)
+            write_csv(rows, output_csv)  # every evaluation: a stopped run keeps its curve
+
+
+def write_csv(rows: list, path: str) -> None:
+    with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -130,13 +183,16 @@ def main(argv=None) -> int:
     p.add_argument("--output_csv", required=True)
     p.add_argument("--seed", type=int, default=0, help="model initialisation seed")
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--arrays", help="the run's records dumped by record_arrays.py "
+                   "(no TensorFlow needed); default: read the records themselves")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     with open(args.pretrain_config, encoding="utf-8") as f:
         config = json.load(f)
     if config["objective"] != "nsp" or config.get("phase2_train_files"):
         sys.exit("error: the reference covers the MLM + NSP objective, one phase")
-    train(config, args.seed, args.output_csv)
+    train(config, args.seed, args.output_csv, args.arrays, args.device)
     return 0
 
 

@@ -3,6 +3,8 @@
 # leave the unigram plateau soonest on this 2-core CPU. Run from the repository root with
 # BERT_DATA_DIR set; `sh search.sh NAME...` runs only the trials named; EXTRA_ARGS goes to
 # every trial's bert_tf.pretrain (e.g. "--export_steps 600,1200" for attention_collapse.py).
+# PRECISION (default mixed_bfloat16, the fastest where the CPU has AMX) can be float32: on
+# a CPU with AVX2 alone bfloat16 is emulated and 0.72x as fast (results/benchmark/README.md).
 #
 # Every trial is configured as a whole 100-minute run (its steps are what ~160 sequences/s
 # buys in 100 minutes at its batch size, so its schedule is the one it would have), is
@@ -16,6 +18,7 @@
 V=$BERT_DATA_DIR/bert_vocab/bert-base-uncased/vocab.txt
 TRIAL_SECONDS=${TRIAL_SECONDS:-540}
 OUT=${OUT:-runs/recipe}
+PRECISION=${PRECISION:-mixed_bfloat16}
 
 trial() {  # name batch learning_rate steps warmup seq size mask
   name=$1 batch=$2 lr=$3 steps=$4 warmup=$5 seq=$6 size=$7 mask=$8
@@ -26,7 +29,7 @@ trial() {  # name batch learning_rate steps warmup seq size mask
     --vocab_file "$V" --model_dir "$OUT/$name" --global_batch_size "$batch" \
     --num_train_steps "$steps" --num_warmup_steps "$warmup" --learning_rate "$lr" \
     --max_seq_length "$seq" --max_predictions_per_seq "$predictions" \
-    --precision mixed_bfloat16 --eval_steps $((2560 / batch)) \
+    --precision "$PRECISION" --eval_steps $((2560 / batch)) \
     --eval_every $((19200 / batch)) --save_checkpoints_steps $((19200 / batch)) \
     --log_every $((6400 / batch)) --seed 0 $EXTRA_ARGS
   echo "$name: exit $? (124: stopped by the timeout)"
