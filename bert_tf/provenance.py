@@ -43,13 +43,25 @@ def cpu_flags() -> set:
     return set()
 
 
+# The widest matrix / vector instructions, widest first: what sets a CPU's speed here.
+# Two machines of the same model name ("AMD EPYC") differed by 2x in pretraining speed.
+_ISAS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512f", "AVX-512"),
+         ("avx2", "AVX2"))
+
+
+def cpu_isa() -> Optional[str]:
+    """"AMX", "AVX-512 BF16", "AVX-512", "AVX2"; None where the flags are unknown."""
+    flags = cpu_flags()
+    return next((name for flag, name in _ISAS if flag in flags), None)
+
+
 def native_bfloat16() -> Optional[bool]:
     """Whether the CPU multiplies bfloat16 in hardware (AMX or AVX-512 BF16); None where
     the flags are unknown. Without it oneDNN emulates bfloat16 and mixed_bfloat16 is
-    slower than float32: BERT-Tiny pretraining 0.72x on a 2-core AVX2 EPYC, against 1.12x
+    slower than float32: BERT-Tiny pretraining 0.72x on a 2-core AVX2 EPYC, against 1.13x
     faster on an AVX-512 BF16 one (bert_tf.pretrain_benchmark, 2026-11-25 and -27)."""
-    flags = cpu_flags()
-    return bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else None
+    isa = cpu_isa()
+    return None if isa is None else isa in ("AMX", "AVX-512 BF16")
 
 
 def memory_gib() -> Optional[float]:
@@ -152,7 +164,7 @@ def describe() -> dict:
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu": cpu_model(),
-        "cpu_native_bfloat16": native_bfloat16(),
+        "cpu_isa": cpu_isa(),
         "cpu_cores": usable_cores(),
         "host_cpus": os.cpu_count(),
         "memory_gib": memory_gib(),
@@ -166,7 +178,9 @@ def summary(hw: dict) -> str:
     """One line for tables and READMEs: 'Intel Xeon ... x2 cores, 23.4 GiB, TF 2.20.0'."""
     gpu = f", {len(hw['gpus'])}x {hw['gpus'][0]}" if hw.get("gpus") else ""
     tf = (hw.get("packages") or {}).get("tensorflow")
-    return f"{hw.get('cpu')} x{hw.get('cpu_cores')} cores, {hw.get('memory_gib')} GiB{gpu}, TF {tf}"
+    isa = f" ({hw['cpu_isa']})" if hw.get("cpu_isa") else ""
+    return (f"{hw.get('cpu')}{isa} x{hw.get('cpu_cores')} cores, {hw.get('memory_gib')} GiB"
+            f"{gpu}, TF {tf}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ writes no record into the committed results/ from uncommitted code."""
 
 import subprocess
 
+import pytest
+
 from bert_tf import provenance
 
 
@@ -90,3 +92,18 @@ def test_harness_refuses_a_dirty_tree_for_the_committed_results(tmp_path, monkey
     assert error(str(tmp_path / "repo" / "results2"), allow_dirty=False) == ""
     monkeypatch.setattr(provenance, "git_commit", lambda: {**DIRTY, "dirty": False})
     assert error("results", allow_dirty=False) == ""
+
+
+@pytest.mark.parametrize("flags, isa, native", [
+    ({"avx2", "avx512f", "avx512_bf16", "amx_bf16"}, "AMX", True),
+    ({"avx2", "avx512f", "avx512_bf16"}, "AVX-512 BF16", True),
+    ({"avx2", "avx512f"}, "AVX-512", False),
+    ({"sse4_2", "avx2", "fma"}, "AVX2", False),
+    (set(), None, None),  # no /proc/cpuinfo: unknown, and the plan runs as planned
+])
+def test_cpu_isa_and_native_bfloat16_from_the_flags(flags, isa, native, monkeypatch):
+    monkeypatch.setattr(provenance, "cpu_flags", lambda: flags)
+    assert provenance.cpu_isa() == isa and provenance.native_bfloat16() is native
+    hw = {"cpu": "AMD EPYC", "cpu_isa": isa, "cpu_cores": 2, "memory_gib": 23.5,
+          "packages": {"tensorflow": "2.20.0"}}
+    assert provenance.summary(hw).startswith(f"AMD EPYC ({isa}) x2" if isa else "AMD EPYC x2")
