@@ -309,7 +309,8 @@ def executed_argv(run: Run) -> tuple:
     if run.stage == "finetune" and finished:
         return dataclasses.replace(run.config, overwrite=True).argv()
     if run.stage == "pretrain":
-        return _precision_for_this_cpu(run.config).argv()
+        here = _precision_for_this_cpu(run.config)
+        return run.args if here is run.config else here.argv()
     return run.args
 
 
