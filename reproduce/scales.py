@@ -228,8 +228,8 @@ _CPU_ABLATION = {
 }
 # Pretraining: what the recipe search found for Tiny (results/pretraining/recipe_search):
 # 100 minutes at ~160 sequences/s in mixed_bfloat16 on a CPU with AVX-512 BF16. Where the
-# CPU emulates bfloat16 (AVX2 alone) the runner runs it in float32, at ~74 sequences/s
-# there: 3.6 hours (`runner.executed_argv`). Every objective and masking of a size gets
+# CPU emulates bfloat16 (AVX2 alone) the runner runs it in float32, at ~80 sequences/s
+# there: 3.3 hours (`runner.executed_argv`). Every objective and masking of a size gets
 # the same.
 _TINY_RECIPE = Pretraining(steps=15_000, batch_size=64, learning_rate=4e-3, warmup_steps=300,
                            checkpoint_every=1500, eval_every=1500, precision="mixed_bfloat16")
