@@ -32,6 +32,8 @@ import numpy as np
 import torch
 import transformers
 
+from record_arrays import load, record_batches  # beside this script
+
 
 def hf_model(bert_config: dict, seed: int) -> transformers.BertForPreTraining:
     """The run's architecture (pretrain_config.json's "bert_config") as a fresh HF model."""
@@ -73,19 +75,6 @@ def to_torch(batch: dict, device: str) -> dict:
               "next_sentence_label": torch.from_numpy(
                   batch["next_sentence_labels"].reshape(-1).astype(np.int64))}
     return {k: v.to(device) for k, v in inputs.items()}
-
-
-def record_batches(config: dict, seed: int | None, training: bool):
-    """The run's own batches: its tf.data pipeline (with its seed) over its records."""
-    from bert_tf.pretraining_dataset import make_pretraining_dataset
-    dataset = make_pretraining_dataset(
-        config["train_files" if training else "eval_files"], config["global_batch_size"],
-        config["max_seq_length"], config["max_predictions_per_seq"], is_training=training,
-        seed=seed)
-    if not training and config.get("eval_steps"):
-        dataset = dataset.take(config["eval_steps"])
-    for batch in dataset:
-        yield {k: v.numpy() for k, v in batch.items()}
 
 
 def array_batches(features: dict, batch_size: int, seed: int | None, training: bool):
@@ -138,14 +127,13 @@ def train(config: dict, seed: int, output_csv: str, arrays: str | None, device: 
         return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16,
                               enabled=bfloat16)
     if arrays:
-        from record_arrays import load
         train_features, heldout, _ = load(arrays)
         batch_size = config["global_batch_size"]
         batches = array_batches(train_features, batch_size, config["seed"], training=True)
         heldout_batches = lambda: array_batches(heldout, batch_size, None, training=False)
     else:
-        batches = record_batches(config, config["seed"], training=True)
-        heldout_batches = lambda: record_batches(config, None, training=False)
+        batches = record_batches(config, "train", training=True, seed=config["seed"])
+        heldout_batches = lambda: record_batches(config, "eval")
     eval_every = config["eval_every"] or steps
     rows, started = [], time.perf_counter()
     for step in range(1, steps + 1):

@@ -69,20 +69,29 @@ def load(path: str) -> tuple:
     return train, heldout, meta
 
 
-def _read_records(file_pattern: str, config: dict, batches: int | None) -> dict:
+def record_batches(config: dict, split: str, training: bool = False, seed: int | None = None):
+    """A run's records ("train" or "eval") as numpy batches of its own tf.data pipeline:
+    shuffled with `seed` and repeated when training; else in order, once, the held-out
+    split cut to the run's eval_steps batches. Imports TensorFlow."""
     from bert_tf.pretraining_dataset import make_pretraining_dataset
-    dataset = make_pretraining_dataset(file_pattern, config["global_batch_size"],
+    dataset = make_pretraining_dataset(config[f"{split}_files"], config["global_batch_size"],
                                        config["max_seq_length"],
-                                       config["max_predictions_per_seq"], is_training=False)
-    if batches:
-        dataset = dataset.take(batches)
-    chunks = [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
+                                       config["max_predictions_per_seq"], is_training=training,
+                                       seed=seed)
+    if split == "eval" and config.get("eval_steps"):
+        dataset = dataset.take(config["eval_steps"])
+    for batch in dataset:
+        yield {k: v.numpy() for k, v in batch.items()}
+
+
+def _read_records(config: dict, split: str) -> dict:
+    chunks = list(record_batches(config, split))
     return {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
 
 
 def dump(config: dict, output: str, max_train_instances: int | None, seed: int) -> dict:
-    heldout = _read_records(config["eval_files"], config, config.get("eval_steps"))
-    train = _read_records(config["train_files"], config, None)
+    heldout = _read_records(config, "eval")
+    train = _read_records(config, "train")
     total = len(train["input_ids"])
     if max_train_instances and max_train_instances < total:
         chosen = np.sort(np.random.default_rng(seed).choice(total, max_train_instances,

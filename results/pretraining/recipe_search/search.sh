@@ -3,7 +3,7 @@
 # leave the unigram plateau soonest on this 2-core CPU. Run from the repository root with
 # BERT_DATA_DIR set; `sh search.sh NAME...` runs only the trials named; EXTRA_ARGS goes to
 # every trial's bert_tf.pretrain (e.g. "--export_steps 600,1200" for attention_collapse.py).
-# PRECISION (default mixed_bfloat16, the fastest where the CPU has AMX) can be float32: on
+# PRECISION (default mixed_bfloat16, the fastest with AMX or AVX-512 BF16) can be float32: on
 # a CPU with AVX2 alone bfloat16 is emulated and 0.72x as fast (results/benchmark/README.md).
 #
 # Every trial is configured as a whole 100-minute run (its steps are what ~160 sequences/s
