@@ -15,13 +15,16 @@ InputError is a ValueError (an input with the wrong value), so code and tests th
 ValueError keep working; `MissingInputError` (an absent input) is also a
 FileNotFoundError. glue_suite's `DataFormatError` (a malformed row) and `MissingDataError`
 (an absent benchmark file) are InputErrors: callers catch the narrow or the general
-type. The `check_*` functions here validate outputs before a command does any work, and
-`import_keras_without_extras` keeps a command's start-up short.
+type. The `check_*` functions here validate outputs before a command does any work,
+`import_keras_without_extras` keeps a command's start-up short, and `StopSignals` lets a
+long loop stop where it can resume.
 """
 
 import errno
 import os
+import signal
 import sys
+import threading
 from typing import Callable, NoReturn, Optional, Union
 
 EXIT_INPUT_ERROR = 2
@@ -65,6 +68,53 @@ class MissingInputError(InputError, FileNotFoundError):
     def __init__(self, path: str, message: str):
         super().__init__(path, None, message)
         self.errno, self.strerror, self.filename = errno.ENOENT, message, path
+
+
+class StopSignals:
+    """SIGTERM (a scheduler's stop, a cloud VM's preemption notice, `reproduce.all` stopping
+    its runs) and Ctrl-C, taken as requests that a long loop honours at its next safe point
+    instead of dying mid-step: `bert_tf.trainer` saves a checkpoint after the running step
+    and stops. A second Ctrl-C stops at once, as usual.
+
+        with StopSignals() as stop:
+            for ...:
+                ...
+                if stop.signum:  # save, then leave
+
+    Handlers can only be installed from the main thread; elsewhere, or with enabled=False,
+    the signals keep their usual effect and `signum` stays None.
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.signum: Optional[int] = None
+        self._previous = {}
+
+    def __enter__(self) -> "StopSignals":
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._previous[signum] = signal.signal(signum, self._request)
+        return self
+
+    def _request(self, signum, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C again: now
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a process ended by the signal: 143 for SIGTERM, 130 for
+        SIGINT."""
+        return 128 + self.signum
 
 
 def error_line(error: BaseException) -> Optional[str]:

@@ -57,7 +57,7 @@ from bert_tf.optimization import OPTIMIZERS
 from bert_tf.pretrain_config import PRECISIONS, PretrainConfig
 from bert_tf.pretraining_dataset import check_records
 from bert_tf.pretraining_instances import OBJECTIVES
-from bert_tf.trainer import Trainer
+from bert_tf.trainer import Trainer, TrainingStopped
 
 
 def check_inputs(config: PretrainConfig) -> None:
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> Optional[int]:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
@@ -188,9 +188,12 @@ def main(argv=None) -> None:
     except ValueError as e:
         sys.exit(f"error: {e}")
     data_dir = os.environ.get(portable_paths.DATA_DIR_VAR)
-    pretrain(config, strategy, command=portable_paths.command_line("bert_tf.pretrain", argv,
-                                                                   data_dir),
-             log=lambda line: print(line, flush=True), data_dir=data_dir)
+    try:
+        pretrain(config, strategy,
+                 command=portable_paths.command_line("bert_tf.pretrain", argv, data_dir),
+                 log=lambda line: print(line, flush=True), data_dir=data_dir)
+    except TrainingStopped as stopped:  # SIGTERM / Ctrl-C, after a checkpoint
+        return stopped.exit_code
 
 
 if __name__ == "__main__":

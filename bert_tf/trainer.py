@@ -19,7 +19,9 @@ its own pipeline's position beside the chief's checkpoint, under the same step n
 checkpoint and computes exactly what the uninterrupted run computed (tested with
 kill -9). Phase-1 and phase-2 runs resume alike: a checkpoint at step s holds the
 iterator of the phase that step s + 1 belongs to. Not restored: the random masks of
-`--dynamic_masking` (stateful random ops in the input pipeline).
+`--dynamic_masking` (stateful random ops in the input pipeline). SIGTERM or Ctrl-C stops
+a run after its running step, with a checkpoint at that step (`TrainingStopped`), so a
+stop loses no steps; the training log's next row then covers only the steps after it.
 """
 
 import os
@@ -31,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import distribute
+from bert_tf.cli import StopSignals
 from bert_tf.checkpoints import Checkpoint, assign_weights, save_checkpoint
 from bert_tf.config import BertConfig, config_for_size
 from bert_tf.dynamic_masking import DynamicMasking
@@ -49,6 +52,15 @@ from bert_tf.tokenization import BertTokenizer
 SUM = tf.distribute.ReduceOp.SUM
 _ENTROPY_RECORDS = 51_200  # records read for the unigram entropy (about 1M targets)
 HELDOUT_LOSSES = "heldout_losses.tsv"
+
+
+class TrainingStopped(Exception):
+    """Training stopped on a signal at `step`, with a checkpoint there; `exit_code` is
+    the shell's code for the signal."""
+
+    def __init__(self, step: int, exit_code: int):
+        super().__init__(f"stopped at step {step}")
+        self.step, self.exit_code = step, exit_code
 
 
 class Trainer:
@@ -351,29 +363,44 @@ class Trainer:
         window, window_steps, window_seconds = None, 0, 0.0  # since the last log line
         # Elapsed seconds run on across resumptions (from the last row kept).
         train_metrics, start = {}, time.time() - metrics_log.elapsed_before
-        while step < config.num_train_steps:
-            self._enter_phase(config.phase_of(step))
-            num_steps = self._steps_in_next_call(step)
-            call_start = time.time()
-            sums = self.run_steps(num_steps)
-            window_seconds += time.time() - call_start
-            step += num_steps
-            window = _add(window, sums)
-            window_steps += num_steps
+        # Several workers (MultiWorker) could only save together at a step they agree on:
+        # there a signal keeps its usual effect, and the run resumes from its last
+        # regular checkpoint.
+        with StopSignals(enabled=not self.layout.multi_client) as stop:
+            while step < config.num_train_steps:
+                self._enter_phase(config.phase_of(step))
+                num_steps = self._steps_in_next_call(step)
+                call_start = time.time()
+                sums = self.run_steps(num_steps)
+                window_seconds += time.time() - call_start
+                step += num_steps
+                window = _add(window, sums)
+                window_steps += num_steps
 
-            if step % config.log_every == 0 or step == config.num_train_steps:
-                train_metrics = self._window_metrics(window, window_steps, window_seconds)
-                log(format_metrics(step, config.num_train_steps, train_metrics))
-                metrics_log.write(step, "train", train_metrics, time.time() - start)
-                window, window_steps, window_seconds = None, 0, 0.0
-                # (Masking that shows every target, e.g. 0/100/0, hides none: no check.)
-                if (self.is_chief and 0 < config.plateau_check_steps <= step
-                        and not self.plateau and "mlm_hidden_loss" in train_metrics):
-                    self._check_plateau(step, train_metrics["mlm_hidden_loss"], log)
-            self._enter_phase(config.phase_of(step))
-            evaluated = self._export_save_evaluate(step, log, metrics_log, start)
-            eval_metrics = evaluated or eval_metrics
+                if step % config.log_every == 0 or step == config.num_train_steps:
+                    train_metrics = self._window_metrics(window, window_steps, window_seconds)
+                    log(format_metrics(step, config.num_train_steps, train_metrics))
+                    metrics_log.write(step, "train", train_metrics, time.time() - start)
+                    window, window_steps, window_seconds = None, 0, 0.0
+                    # (Masking that shows every target, e.g. 0/100/0, hides none: no check.)
+                    if (self.is_chief and 0 < config.plateau_check_steps <= step
+                            and not self.plateau and "mlm_hidden_loss" in train_metrics):
+                        self._check_plateau(step, train_metrics["mlm_hidden_loss"], log)
+                self._enter_phase(config.phase_of(step))
+                evaluated = self._export_save_evaluate(step, log, metrics_log, start)
+                eval_metrics = evaluated or eval_metrics
+                if stop.signum and step < config.num_train_steps:
+                    self._stop(step, stop, log, metrics_log)
         return self._finish(step, train_metrics, eval_metrics, metrics_log)
+
+    def _stop(self, step: int, stop: StopSignals, log, metrics_log: MetricsLog) -> None:
+        """Checkpoints `step` (unless that was just done) and raises TrainingStopped."""
+        if step % self.config.save_checkpoints_steps:
+            self.save()
+        metrics_log.close()
+        log(f"stopped by {stop.name} at step {step} of {self.config.num_train_steps}: "
+            f"checkpoint saved in {self.checkpoint_dir}; the same command resumes from it")
+        raise TrainingStopped(step, stop.exit_code)
 
     def _steps_in_next_call(self, step: int) -> int:
         """Optimizer steps until the next event (log line, checkpoint, evaluation, export,

@@ -218,7 +218,7 @@ def predict_by_length(model: keras.Model, inputs: dict, batch_size: int,
             lambda out: merge_rows([np.arange(len(mask))], [out], mask, per_position, fill),
             outputs)
     forward = _forward(model, inputs)
-    progress = keras.utils.Progbar(len(mask)) if verbose else None
+    progress = keras.utils.Progbar(len(mask), verbose=verbose) if verbose else None
     rows, parts = [], []
     for length, batch in sorted_batches(mask, batch_size, length_multiple):
         outputs = forward({k: tf.constant(v) for k, v in

@@ -295,7 +295,7 @@ def predict(tagger: keras.Model, cache: LayerCache, features: dict, batch_size: 
                  "sentence_mask": tf.TensorSpec([None, None], tf.int32)}
     forward = tf.function(lambda batch: tagger(batch, training=False),
                           input_signature=[signature])
-    progress = keras.utils.Progbar(len(mask)) if verbose else None
+    progress = keras.utils.Progbar(len(mask), verbose=verbose) if verbose else None
     groups, parts = [], []
     for length, rows in batching.sorted_batches(mask, batch_size, length_multiple):
         logits = forward({"layers": tf.constant(cache.gather(rows, length)),

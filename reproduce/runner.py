@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -116,13 +117,15 @@ class _Children:
 
 
 def stop_child(signum, frame):
-    """SIGTERM handler: stops the running CLIs, then interrupts the harness."""
+    """SIGTERM handler: stops the running CLIs, then interrupts the harness. A
+    pretraining CLI first finishes its running step and saves it (`bert_tf.cli.StopSignals`):
+    a few seconds here, longer for a large model's step, hence the patient wait."""
     for process in list(_Children.processes):
         if process.poll() is None:
             process.terminate()
     for process in list(_Children.processes):
         try:
-            process.wait(timeout=60)
+            process.wait(timeout=300)
         except subprocess.TimeoutExpired:
             process.kill()
     raise KeyboardInterrupt(f"signal {signum}")
@@ -196,7 +199,7 @@ def _tail(path: str, lines: int = 30) -> str:
 def _error_line(tail: str) -> str:
     """The most telling line of a failed run's output."""
     lines = tail.splitlines()
-    for pattern in (r"^error: ", r"Error\b", r"ERROR"):
+    for pattern in (r"^error: ", r"^stopped by ", r"Error\b", r"ERROR"):
         for line in reversed(lines):
             if re.search(pattern, line):
                 return line.strip()[:300]
@@ -397,8 +400,9 @@ def _start(run: Run, plan: Plan, status: str, output_dir: str, data_dir: str,
         print(f"--- {run.run_id}: command changed; moving {run.out_dir} to {aside}",
               flush=True)
         _Files.set_aside(run.out_dir, aside)
+    executed = shlex.join(["python", "-m", run.module, *executed_argv(run)])
     print(f"--- {run.run_id} ({'resuming' if status == 'rerun' else 'starting'}, "
-          f"estimated {duration(run.estimate_s)}): {run.command}", flush=True)
+          f"estimated {duration(run.estimate_s)}): {executed}", flush=True)
     record = execute(run, plan, output_dir, data_dir, echo)
     summary = ", ".join(f"{k} {v:.4g}" for k, v in (record.get("metrics") or {}).items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool))

@@ -34,13 +34,14 @@ except RuntimeError:  # another test module initialised TensorFlow first
 
 from bert_tf import distribute  # noqa: E402
 from bert_tf.checkpoints import read_checkpoint  # noqa: E402
+from bert_tf.cli import StopSignals  # noqa: E402
 from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
 from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
 from bert_tf.plateau import unigram_entropy  # noqa: E402
 from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset  # noqa: E402
 from bert_tf.pretraining_instances import Instance  # noqa: E402
 from bert_tf.pretraining_model import mean_metrics  # noqa: E402
-from bert_tf.trainer import Trainer  # noqa: E402
+from bert_tf.trainer import Trainer, TrainingStopped  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_SIZE, FIRST_WORD, MASK_ID = 40, 5, 4
@@ -288,6 +289,46 @@ def test_kill_9_resumes_to_the_same_result(full_run, tmp_path):
     with open(model_dir / "metrics.csv") as f:  # the clock runs on across the restart
         elapsed = [float(r["elapsed_seconds"]) for r in csv.DictReader(f)]
     assert elapsed == sorted(elapsed) and elapsed[0] > 0, elapsed
+
+
+def test_sigterm_checkpoints_the_running_step_and_the_rerun_resumes_exactly(data, reference,
+                                                                          tmp_path):
+    """SIGTERM after step 4 of 6 (no regular checkpoint before step 100): the trainer
+    saves step 4 and stops with the shell's code for SIGTERM; a new trainer on the same
+    config resumes there and ends with the uninterrupted run's losses and weights."""
+    config = make_config(data, tmp_path)
+
+    def sigterm_at_step_4(line):
+        if line.startswith("train step 4/"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    trainer = Trainer(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    with pytest.raises(TrainingStopped) as stopped:
+        trainer.train(log=sigterm_at_step_4)
+    assert (stopped.value.step, stopped.value.exit_code) == (4, 128 + signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handler is gone again
+    assert tf.train.latest_checkpoint(trainer.checkpoint_dir).endswith("ckpt-4")
+    assert not os.path.exists(tmp_path / "export")
+
+    losses, weights, resumed = run(config)
+    assert int(resumed.step.numpy()) == 6
+    np.testing.assert_allclose(losses, reference[0], rtol=1e-6)
+    assert_same_weights(weights, reference[1], atol=1e-6)
+
+
+def test_stop_signals_ctrl_c_requests_a_stop_and_a_second_one_stops_at_once():
+    previous = signal.getsignal(signal.SIGINT)
+    with StopSignals() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # e.g. reproduce.all passing the stop on
+        assert (stop.signum, stop.name, stop.exit_code) == (signal.SIGINT, "SIGINT", 130)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs between bytecodes; this one should not end
+    assert signal.getsignal(signal.SIGINT) is previous
+    with StopSignals(enabled=False) as stop:  # e.g. MultiWorker: the usual effect
+        assert signal.getsignal(signal.SIGINT) is previous and stop.signum is None
 
 
 def test_export_steps_write_intermediate_models_without_changing_the_run(data, reference,

@@ -10,9 +10,12 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -31,7 +34,7 @@ from reproduce.cost_model import (BUCKETED_TOKENS, CPU_PRETRAIN_EXAMPLES_PER_S,
 from reproduce.experiments import EXPERIMENTS, TABLES, build_plan
 from reproduce.plan import Cell, Plan, Run
 from reproduce.records import load_record, record_path, write_record
-from reproduce.runner import run_plan
+from reproduce.runner import run_plan, stop_child
 from reproduce.scales import CPU, SCALES
 from reproduce.units import plan_units
 
@@ -275,6 +278,15 @@ FAKE_CLI = textwrap.dedent('''
     began = time.time()
     if mode == "slow":
         time.sleep(2)
+    if mode == "stoppable" and len(open(os.path.join(out, "calls")).read()) == 1:
+        import signal  # as bert_tf.pretrain: a SIGTERM ends the step, saves and says so
+        stop = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+        open(os.path.join(out, "started"), "w").close()
+        while not stop:
+            time.sleep(0.01)
+        print("stopped by SIGTERM at step 3 of 9: checkpoint saved", flush=True)
+        sys.exit(143)
     json.dump([began, time.time()], open(os.path.join(out, "span.json"), "w"))
     if mode == "fail":
         sys.exit("error: told to fail")
@@ -333,6 +345,40 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
     assert load_record(out, "t.finetune.b")["status"] == "finished"
     assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
                 if ".tmp" in p], "record.json is written atomically"
+
+
+def test_sigterm_stops_the_running_cli_which_says_where_and_a_rerun_resumes(fake_cli,
+                                                                            tmp_path):
+    """reproduce.all's SIGTERM handler passes the stop to the running CLI and waits for it
+    (pretraining saves its step first); the record says how it ended, the log keeps the
+    CLI's last line, and the next invocation reruns it."""
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "stoppable", "b": "ok"})
+    started = tmp_path / "work" / "a" / "started"
+
+    def sigterm_once_started():
+        deadline = time.time() + 60
+        while not started.exists() and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop_child)  # as reproduce.all installs it
+    try:
+        threading.Thread(target=sigterm_once_started, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_plan(plan, out, str(tmp_path), echo=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    record = load_record(out, "t.finetune.a")
+    assert record["status"] == "failed" and record["returncode"] == 143
+    assert record["reason"] == "exit 143: stopped by SIGTERM at step 3 of 9: checkpoint saved"
+    log = open(os.path.join(out, "runs", "t.finetune.a", "log.txt")).read()
+    assert log.rstrip().endswith("checkpoint saved")
+    assert load_record(out, "t.finetune.b") is None  # nothing started after the stop
+
+    assert run_plan(plan, out, str(tmp_path), echo=False) == {
+        "t.finetune.a": "finished", "t.finetune.b": "finished"}
+    assert (_calls(tmp_path, "a"), _calls(tmp_path, "b")) == (2, 1)
 
 
 def test_a_corrupt_record_stops_the_tables_naming_it(fake_cli, tmp_path):
