@@ -347,6 +347,22 @@ def encode_frozen(checkpoint: Checkpoint, features: dict, settings: TrainSetting
                                   settings.length_multiple, cache_dir, key)
 
 
+def restore_model(spec: TaskSpec, checkpoint: Checkpoint, settings: TrainSettings,
+                  max_seq_length: int, weights: str,
+                  strategy: Optional[tf.distribute.Strategy] = None,
+                  dtype: Optional[str] = None,
+                  train_layers: Optional[frozen_features.LayerCache] = None) -> keras.Model:
+    """The model `fine_tune` trains with these settings, its weights read from `weights`
+    (a `save_weights` file of such a model): a finished grid point, rebuilt."""
+    strategy = distribute.for_keras_fit(strategy or tf.distribute.get_strategy())
+    with strategy.scope():
+        model = _trained_model(spec, checkpoint, settings,
+                               None if settings.length_multiple else max_seq_length, dtype,
+                               train_layers)
+        model.load_weights(weights)
+    return model
+
+
 def _trained_model(spec: TaskSpec, checkpoint: Checkpoint, settings: TrainSettings,
                    seq_length: Optional[int], dtype: Optional[str],
                    train_layers: Optional[frozen_features.LayerCache]) -> keras.Model:

@@ -254,12 +254,6 @@ def gold_dir(output_dir: str) -> str:
     return os.path.join(output_dir, RESTARTS, GOLD)
 
 
-def restart_predictions(spec: TaskSpec, predictions):
-    """What `write_restart` needs of a split's predictions: SQuAD's without the n-best
-    lists (their bulk), so that every restart's can wait in memory for the outputs."""
-    return dataclasses.replace(predictions, nbest={}) if spec.kind == SPAN else predictions
-
-
 def _tsv_names(spec, split):
     return [f"{split}_predictions.tsv"]
 
@@ -287,7 +281,7 @@ def write_restart(spec: TaskSpec, split: str, examples: Sequence, predictions,
     """One restart's predictions of a labelled split (`restart_dir`); returns the paths.
 
     Args:
-        predictions: `finetune.Evaluation.predictions` (or `restart_predictions` of it).
+        predictions: `finetune.Evaluation.predictions`.
     """
     paths = [os.path.join(directory, name) for name in _RESTART_NAMES[spec.kind](spec, split)]
     os.makedirs(directory, exist_ok=True)

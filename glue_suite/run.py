@@ -34,6 +34,9 @@ Writes to --output_dir (default runs/<task>):
                              (restarts/gold/): what confidence intervals are computed from
   submission/<Task>.tsv      GLUE test predictions in the leaderboard format
   run.log                    this log
+  grid_progress/             while the grid runs: its finished points, so that the same
+                             command run again after a stop goes on from them
+                             (glue_suite.grid_progress); gone once the outputs are written
   cache/                     featurized splits (--cache_dir); for --feature_mode also the
                              frozen encoder's layers (cache/frozen_layers/), which runs of
                              every mode on the same checkpoint and data share
@@ -76,6 +79,7 @@ from glue_suite import features as feats
 from glue_suite import export, finetune, outputs, predictions, readers, timings
 from glue_suite.data_dir import MissingDataError
 from glue_suite.frozen_features import LayerCache
+from glue_suite.grid_progress import GridProgress, grid_identity
 from glue_suite.run_config import RunConfig, resolve_config, with_default_grid
 from glue_suite.tasks import TASKS, TOKEN, TaskSpec, get_task
 
@@ -333,8 +337,7 @@ class GridResult:
     summary: dict  # finetune.summarize_grid(runs)
     best_model: object  # keras.Model of runs[summary["best"]]
     best_evaluations: list  # its finetune.Evaluation of every evaluation split
-    # per run, its predictions of every evaluation split (predictions.restart_predictions)
-    restart_predictions: list
+    progress: GridProgress  # every run's dev predictions, on disk
 
     @property
     def best(self) -> dict:
@@ -377,38 +380,94 @@ def _scores(metrics: dict) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if isinstance(v, float))
 
 
+class _GridPoint(NamedTuple):
+    model: object  # keras.Model
+    entry: dict  # the point's entry in GridResult.runs
+    evaluations: list  # finetune.Evaluation per evaluation split
+
+
+def train_grid_point(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
+                     splits: Splits, strategy, learning_rate: float, seed: int,
+                     weights: Optional[str] = None) -> _GridPoint:
+    """Fine-tunes one point of the grid (or, given the `weights` it ended with, rebuilds
+    that model) and scores it on every evaluation split."""
+    settings = config.grid_point(learning_rate, seed)
+    train_spec = get_task(config.train_task)
+    if weights is None:
+        model, history = finetune.fine_tune(
+            train_spec, checkpoint, splits.train.features, settings,
+            config.features.max_seq_length, strategy, dtype=config.precision,
+            train_layers=splits.train.layers)
+    else:
+        model, history = finetune.restore_model(
+            train_spec, checkpoint, settings, config.features.max_seq_length, weights,
+            strategy, dtype=config.precision, train_layers=splits.train.layers), None
+    began = time.perf_counter()
+    evaluations = [evaluate_split(config, model, split, True, tokenizer)
+                   for split in splits.evals]
+    entry = {"learning_rate": learning_rate, "seed": seed,
+             "metrics": _named_metrics(splits.evals, evaluations),
+             "degenerate": evaluations[0].degenerate, "train": history,
+             "evaluate_seconds": round(time.perf_counter() - began, 2)}
+    return _GridPoint(model, entry, evaluations)
+
+
 def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
              splits: Splits) -> GridResult:
     """Fine-tunes once per (learning rate, seed), scores every evaluation split, and keeps
-    the best model on dev (by the task's main metric) in memory for the outputs."""
-    spec, train_spec = get_task(config.task), get_task(config.train_task)
+    the best model on dev (by the task's main metric) in memory for the outputs. Points
+    an earlier, stopped run of the same command finished are taken from its
+    grid_progress/ (`glue_suite.grid_progress`) instead of trained again."""
+    spec = get_task(config.task)
     strategy = distribute.create_strategy(config.strategy, config.tpu)
+    progress = GridProgress(config.output_dir, grid_identity(config, checkpoint.directory))
+    if progress.discarded:
+        logger.info("discarded the grid progress of another configuration, checkpoint or "
+                    "code in %s", progress.root)
     points = [(lr, seed) for lr in config.learning_rates for seed in config.seeds]
-    runs, restart_predictions, best_model, best_evaluations = [], [], None, None
+    runs, best_model, best_evaluations = [], None, None
     for number, (lr, seed) in enumerate(points, start=1):
+        entry = progress.finished(lr, seed)
+        if entry is not None:
+            runs.append({**entry, "resumed": True})
+            logger.info("run %d/%d: learning rate %g, seed %d: finished by an earlier run "
+                        "(%s): %s", number, len(points), lr, seed, progress.root,
+                        _scores(entry["metrics"]))
+            continue
         logger.info("run %d/%d: learning rate %g, seed %d", number, len(points), lr, seed)
-        model, history = finetune.fine_tune(
-            train_spec, checkpoint, splits.train.features, config.grid_point(lr, seed),
-            config.features.max_seq_length, strategy, dtype=config.precision,
-            train_layers=splits.train.layers)
-        began = time.perf_counter()
-        evaluations = [evaluate_split(config, model, split, True, tokenizer)
-                       for split in splits.evals]
-        degenerate = evaluations[0].degenerate
-        restart_predictions.append([predictions.restart_predictions(spec, e.predictions)
-                                    for e in evaluations])
-        runs.append({"learning_rate": lr, "seed": seed,
-                     "metrics": _named_metrics(splits.evals, evaluations),
-                     "degenerate": degenerate, "train": history,
-                     "evaluate_seconds": round(time.perf_counter() - began, 2)})
-        logger.info("run %d/%d: %s%s", number, len(points), _scores(runs[-1]["metrics"]),
-                    "  DEGENERATE: every dev prediction is the same" if degenerate else "")
+        point = train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed)
+        for split, evaluation in zip(splits.evals, point.evaluations):
+            predictions.write_restart(spec, split.name, split.examples,
+                                      evaluation.predictions, progress.point_dir(lr, seed))
+        runs.append(point.entry)
+        logger.info("run %d/%d: %s%s", number, len(points), _scores(point.entry["metrics"]),
+                    "  DEGENERATE: every dev prediction is the same"
+                    if point.entry["degenerate"] else "")
         summary = finetune.summarize_grid(runs, spec.main_metric)
-        if summary["best"] == len(runs) - 1:
-            best_model, best_evaluations = model, evaluations
-        del model  # only the best model so far stays in memory
+        is_best = summary["best"] == len(runs) - 1
+        progress.save(point.entry, point.model if is_best else None)
+        if is_best:  # only the best model so far stays in memory
+            best_model, best_evaluations = point.model, point.evaluations
+    summary = finetune.summarize_grid(runs, spec.main_metric)
     _log_grid(summary, runs)
-    return GridResult(runs, summary, best_model, best_evaluations, restart_predictions)
+    if best_model is None:  # the best point was finished by an earlier run
+        best_model, best_evaluations = _restore_best(config, checkpoint, tokenizer, splits,
+                                                     strategy, progress, runs[summary["best"]])
+    return GridResult(runs, summary, best_model, best_evaluations, progress)
+
+
+def _restore_best(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
+                  splits: Splits, strategy, progress: GridProgress, best: dict) -> tuple:
+    """(model, evaluations) of a best point that an earlier run finished: its saved
+    weights, or, where they are missing, the point trained again."""
+    lr, seed = best["learning_rate"], best["seed"]
+    weights = progress.best_weights(lr, seed)
+    if weights is None:
+        logger.warning("the best point (lr %g, seed %d) has no saved weights in %s: "
+                       "training it again", lr, seed, progress.root)
+    point = train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed,
+                             weights)
+    return point.model, point.evaluations
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,12 +500,8 @@ def write_restarts(spec: TaskSpec, evals: list[Split], grid: GridResult,
     gold labels (glue_suite.predictions), under `directory`/restarts; returns the paths."""
     written = [predictions.write_gold(spec, split.name, split.examples, directory)
                for split in evals]
-    for run_, per_split in zip(grid.runs, grid.restart_predictions):
-        where = predictions.restart_dir(directory, run_["learning_rate"], run_["seed"])
-        for split, predicted in zip(evals, per_split):
-            written += predictions.write_restart(spec, split.name, split.examples, predicted,
-                                                 where)
-    return written
+    points = [(r["learning_rate"], r["seed"]) for r in grid.runs]
+    return written + grid.progress.copy_restarts(points, directory)
 
 
 # ---------------------------------------------------------------------------------------
@@ -498,6 +553,7 @@ def run(config: RunConfig, command: Optional[str] = None,
                                                  result["timings"].items()))
         result = portable_paths.portable_record(result, config.data_dir, config.output_dir)
         files.write_json(os.path.join(stage.path, outputs.METRICS), result)
+    grid.progress.remove()  # the outputs hold all of it now
     if stage.aside:
         logger.info("moved the previous run's outputs to %s", stage.aside)
     path = os.path.join(config.output_dir, outputs.METRICS)

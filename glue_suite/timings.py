@@ -39,8 +39,10 @@ def run_breakdown(startup: float, stages: dict, runs: list) -> dict:
         startup: `bert_tf.timing.startup_seconds()` when the run began.
         stages: `bert_tf.timing.Stages.seconds` of the run (read, checkpoint, featurize, grid, write).
         runs: the grid's runs, each with "train" (fine_tune's history) and
-            "evaluate_seconds".
+            "evaluate_seconds"; those "resumed" from an earlier process
+            (glue_suite.grid_progress) took their seconds there and are left out.
     """
+    runs = [r for r in runs if not r.get("resumed")]
     total = lambda key: sum(r["train"][key] for r in runs)
     trace = total("trace_seconds")
     breakdown = {"startup": startup, **{k: v for k, v in stages.items() if k != "grid"},

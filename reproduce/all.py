@@ -21,8 +21,9 @@ project CLI subprocess at a time, in dependency order:
 Rerunning skips finished runs whose command, and whose inputs (the runs it reads from),
 are unchanged. The plan comes in units, one sitting each (a pretraining run and the runs
 that read its exports, which may not survive a move to another machine; reproduce.units):
---units N runs the next N and stops, so that their records can be committed. A killed run is rerun: the pretraining CLI resumes from its last
-checkpoint, the others restart. A run whose command changed (the plan was edited), or
+--units N runs the next N and stops, so that their records can be committed. A killed run
+is rerun: the pretraining CLI resumes from its last checkpoint, fine-tuning from the grid
+points it finished (glue_suite.grid_progress), data creation restarts. A run whose command changed (the plan was edited), or
 whose inputs were redone, starts over in a clean directory (the old one is set aside). Runs whose
 data is missing are recorded as n/a with the reason, and are retried on the next invocation.
 With no data directory at all (no --data_dir, none at $BERT_DATA_DIR or ./data), fine-tuning

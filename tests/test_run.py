@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -300,8 +301,68 @@ def test_a_finished_run_is_refused_or_kept_whole(world, tmp_path, monkeypatch, c
     with pytest.raises(RuntimeError, match="injected failure"):
         run.main(_argv(world, out, "rte", "--no_test_predictions", "--overwrite",
                        "--learning_rates", "1e-4"))
+    progress = out / "grid_progress"  # the failed run's finished grid, for a rerun
+    assert (progress / "restarts" / "lr0.0001-seed0" / "point.json").exists()
+    shutil.rmtree(progress)
     assert _outputs(out) == before
     assert not list(out.glob("previous-*")) and not (out / ".staging").exists()
+
+
+def assert_same_grid(result, reference):
+    runs, expected = result["grid"]["runs"], reference["grid"]["runs"]
+    assert [(r["learning_rate"], r["seed"]) for r in runs] == [
+        (r["learning_rate"], r["seed"]) for r in expected]
+    for run_, expected_run in zip(runs, expected):
+        assert run_["metrics"] == pytest.approx(expected_run["metrics"])
+
+
+def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkeypatch):
+    """Stopped during its third grid point, the same command trains only that point;
+    stopped after its grid (outputs not written yet), it trains none and rebuilds the
+    best model from its saved weights. Both end as the uninterrupted run does."""
+    grid = ("--learning_rates", "1e-3,1e-4", "--seeds", "2", "--no_test_predictions")
+    _, reference = _main(world, tmp_path, "rte", *grid)
+    calls = {"fine_tune": 0, "restore_model": 0}
+    for name in calls:
+        def counted(*args, _name=name, _original=getattr(run.finetune, name), **kwargs):
+            calls[_name] += 1
+            if calls[_name] == stop_at.get(_name):
+                raise KeyboardInterrupt  # as Ctrl-C or SIGTERM in the middle of it
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(run.finetune, name, counted)
+
+    stop_at = {"fine_tune": 3}
+    out = tmp_path / "stopped_in_grid"
+    with pytest.raises(KeyboardInterrupt):
+        run.main(_argv(world, out, "rte", *grid))
+    assert len(list(out.glob("grid_progress/restarts/*/point.json"))) == 2
+    assert not (out / "metrics.json").exists()
+    stop_at, calls["fine_tune"] = {}, 0
+    assert run.main(_argv(world, out, "rte", *grid)) == 0
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert calls["fine_tune"] == 2  # the third point, and the fourth
+    assert [bool(r.get("resumed")) for r in resumed["grid"]["runs"]] == [True, True, False, False]
+    assert_same_grid(resumed, reference)
+    assert (out / "run.log").read_text().count("finished by an earlier run") == 2
+    assert not (out / "grid_progress").exists()
+    assert sorted(p.name for p in (out / "restarts").iterdir()) == sorted(
+        p.name for p in (tmp_path / "rte" / "restarts").iterdir())
+
+    def fail_once(*args, **kwargs):
+        monkeypatch.setattr(run, "write_outputs", write_outputs)
+        raise KeyboardInterrupt
+    out, write_outputs = tmp_path / "stopped_after_grid", run.write_outputs
+    monkeypatch.setattr(run, "write_outputs", fail_once)
+    with pytest.raises(KeyboardInterrupt):
+        run.main(_argv(world, out, "rte", *grid))
+    calls.update(fine_tune=0, restore_model=0)
+    assert run.main(_argv(world, out, "rte", *grid)) == 0
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert calls == {"fine_tune": 0, "restore_model": 1}
+    assert_same_grid(resumed, reference)
+    assert resumed["metrics"] == pytest.approx(reference["metrics"])  # the rebuilt best
+    assert (out / "dev_predictions.tsv").read_text() == \
+        (tmp_path / "rte" / "dev_predictions.tsv").read_text()
 
 
 def test_regression_and_two_dev_sets(world, tmp_path):
