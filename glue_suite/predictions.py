@@ -25,7 +25,6 @@ without words and gold, a quarter of its size (CoNLL-2003 dev: 138 KB, not 552 K
 restart of every NER run keeps one per evaluation split, and records are committed.
 """
 
-import dataclasses
 import json
 import os
 from typing import Optional, Sequence, Union
