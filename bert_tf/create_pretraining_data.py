@@ -54,14 +54,15 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import tensorflow as tf
 import tqdm
 
 from bert_tf import portable_paths, shard_set, text_sources
-from bert_tf.cli import InputError, MissingInputError, check_output_dir, run_main
+from bert_tf.cli import (EXIT_INPUT_ERROR, InputError, MissingInputError, check_output_dir,
+                         run_main)
 from bert_tf.files import file_sha256
 from bert_tf.pretraining_dataset import METADATA_FILE, feature_spec, instance_to_example
 from bert_tf.pretraining_instances import (OBJECTIVES, DataConfig, Document, Source, Vocab,
@@ -468,7 +469,7 @@ def _data_config(args: argparse.Namespace) -> DataConfig:
         max_bytes_per_file=args.max_bytes_per_file)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Optional[int]:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # also for the workers
@@ -487,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
     except InputError:
         raise  # a bad input file or directory: run_main prints it
     except ValueError as e:  # a flag the run cannot honour
-        sys.exit(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
     _print_summary(metadata, args.output_dir)
 
 

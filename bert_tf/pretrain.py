@@ -49,7 +49,7 @@ from typing import Optional
 import tensorflow as tf
 
 from bert_tf import distribute, portable_paths, provenance
-from bert_tf.cli import check_output_dir, run_main
+from bert_tf.cli import EXIT_INPUT_ERROR, check_output_dir, run_main
 from bert_tf.config import SIZES
 from bert_tf.files import write_json
 from bert_tf.init_checkpoint import describe
@@ -186,7 +186,8 @@ def main(argv=None) -> Optional[int]:
         config = PretrainConfig(model_size=args.config, **values)
         strategy = distribute.create_strategy(args.strategy, args.tpu)
     except ValueError as e:
-        sys.exit(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
     data_dir = os.environ.get(portable_paths.DATA_DIR_VAR)
     try:
         pretrain(config, strategy,

@@ -107,36 +107,48 @@ class PretrainConfig:
     ltr_predictions: int = 0
 
     def __post_init__(self):
+        # (holds, what must hold, the fields it is about: the error shows their values)
         checks = [
             (self.model_size in SIZES if not self.init_checkpoint else self.model_size is None,
              f"model_size must be one of {', '.join(SIZES)}, or None with init_checkpoint "
-             f"(whose config sets the model)"),
+             f"(whose config sets the model)", ("model_size", "init_checkpoint")),
             (bool(self.vocab_file or self.init_checkpoint),
-             "vocab_file is needed without init_checkpoint"),
-            (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}"),
-            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}"),
-            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
-            (self.num_train_steps > 0, "num_train_steps must be positive"),
+             "vocab_file is needed without init_checkpoint", ("vocab_file", "init_checkpoint")),
+            (self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}",
+             ("objective",)),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}",
+             ("optimizer",)),
+            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}",
+             ("precision",)),
+            (self.num_train_steps > 0, "num_train_steps must be positive", ("num_train_steps",)),
             (0 <= self.num_warmup_steps <= self.num_train_steps,
-             "num_warmup_steps must lie in [0, num_train_steps]"),
-            (0 < self.phase2_fraction < 1, "phase2_fraction must lie in (0, 1)"),
+             "num_warmup_steps must lie in [0, num_train_steps]",
+             ("num_warmup_steps", "num_train_steps")),
+            (0 < self.phase2_fraction < 1, "phase2_fraction must lie in (0, 1)",
+             ("phase2_fraction",)),
             (min(self.global_batch_size, self.steps_per_execution, self.grad_accum_steps,
                  self.save_checkpoints_steps, self.keep_checkpoints, self.log_every) > 0,
              "batch size, steps_per_execution, grad_accum_steps, save_checkpoints_steps, "
-             "keep_checkpoints and log_every must be positive"),
-            (self.plateau_check_steps >= 0, "plateau_check_steps must not be negative"),
+             "keep_checkpoints and log_every must be positive",
+             ("global_batch_size", "steps_per_execution", "grad_accum_steps",
+              "save_checkpoints_steps", "keep_checkpoints", "log_every")),
+            (self.plateau_check_steps >= 0, "plateau_check_steps must not be negative",
+             ("plateau_check_steps",)),
             (0 <= self.ltr_predictions < self.max_seq_length and
              (self.objective == "ltr" or not self.ltr_predictions),
              "ltr_predictions must lie in [0, max_seq_length), and be 0 unless objective "
-             "is ltr"),
+             "is ltr", ("ltr_predictions", "max_seq_length", "objective")),
             (self.global_batch_size % self.grad_accum_steps == 0,
-             "global_batch_size must be divisible by grad_accum_steps"),
+             "global_batch_size must be divisible by grad_accum_steps",
+             ("global_batch_size", "grad_accum_steps")),
             (all(0 < s <= self.num_train_steps for s in self.export_steps),
-             "export_steps must lie in [1, num_train_steps]"),
+             "export_steps must lie in [1, num_train_steps]",
+             ("export_steps", "num_train_steps")),
         ]
-        for ok, message in checks:
+        for ok, message, fields in checks:
             if not ok:
-                raise ValueError(f"{message}; got {self}")
+                got = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
+                raise ValueError(f"{message}; got {got}")
 
     @property
     def final_export_dir(self) -> str:

@@ -572,10 +572,11 @@ def test_other_objectives_start_at_ln_vocab_and_learn(data, tmp_path, overrides)
     assert exported.config.causal == (config.objective == "ltr")
 
 
-def test_bad_configurations():
+def test_bad_configurations(capsys):
     with pytest.raises(ValueError, match="divisible by grad_accum_steps"):
         PretrainConfig("tiny", "nsp", "x", "v", "d", global_batch_size=10, grad_accum_steps=4)
-    with pytest.raises(ValueError, match="num_warmup_steps"):
+    with pytest.raises(ValueError, match=r"^num_warmup_steps must lie in \[0, num_train_steps\]; "
+                                         r"got num_warmup_steps=20, num_train_steps=10$"):
         PretrainConfig("tiny", "nsp", "x", "v", "d", num_train_steps=10, num_warmup_steps=20)
     with pytest.raises(ValueError, match="objective"):
         PretrainConfig("tiny", "mlm", "x", "v", "d")
@@ -583,9 +584,11 @@ def test_bad_configurations():
         PretrainConfig("tiny", "nsp", "x", "v", "d", ltr_predictions=20)
     with pytest.raises(ValueError, match="ltr_predictions"):  # more than T - 1 positions
         PretrainConfig("tiny", "ltr", "x", "v", "d", max_seq_length=16, ltr_predictions=16)
-    with pytest.raises(SystemExit, match="--tpu"):
-        main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v", "--model_dir", "d",
-              "--strategy", "tpu"])
+    # The command line: one error line, exit 2 (as for a bad flag).
+    assert main(["--config", "tiny", "--train_files", "x", "--vocab_file", "v",
+                 "--model_dir", "d", "--strategy", "tpu"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: ") and "--tpu" in error and "\n" not in error
     # The command line is the config's fields, plus the model size and the strategy.
     args = build_parser().parse_args(cli_args(PretrainConfig("tiny", "nsp", "x", "v", "d")))
     assert (args.config, args.objective, args.strategy) == ("tiny", "nsp", "cpu")
