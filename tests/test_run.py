@@ -317,10 +317,10 @@ def assert_same_grid(result, reference):
 
 
 def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkeypatch):
-    """Stopped during its third grid point, the same command trains only that point;
+    """Stopped during its second grid point, the same command trains only that point;
     stopped after its grid (outputs not written yet), it trains none and rebuilds the
     best model from its saved weights. Both end as the uninterrupted run does."""
-    grid = ("--learning_rates", "1e-3,1e-4", "--seeds", "2", "--no_test_predictions")
+    grid = ("--learning_rates", "1e-3,1e-4", "--no_test_predictions")
     _, reference = _main(world, tmp_path, "rte", *grid)
     calls = {"fine_tune": 0, "restore_model": 0}
     for name in calls:
@@ -331,19 +331,19 @@ def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkey
             return _original(*args, **kwargs)
         monkeypatch.setattr(run.finetune, name, counted)
 
-    stop_at = {"fine_tune": 3}
+    stop_at = {"fine_tune": 2}
     out = tmp_path / "stopped_in_grid"
     with pytest.raises(KeyboardInterrupt):
         run.main(_argv(world, out, "rte", *grid))
-    assert len(list(out.glob("grid_progress/restarts/*/point.json"))) == 2
+    assert len(list(out.glob("grid_progress/restarts/*/point.json"))) == 1
     assert not (out / "metrics.json").exists()
     stop_at, calls["fine_tune"] = {}, 0
     assert run.main(_argv(world, out, "rte", *grid)) == 0
     resumed = json.loads((out / "metrics.json").read_text())
-    assert calls["fine_tune"] == 2  # the third point, and the fourth
-    assert [bool(r.get("resumed")) for r in resumed["grid"]["runs"]] == [True, True, False, False]
+    assert calls["fine_tune"] == 1  # the second point
+    assert [bool(r.get("resumed")) for r in resumed["grid"]["runs"]] == [True, False]
     assert_same_grid(resumed, reference)
-    assert (out / "run.log").read_text().count("finished by an earlier run") == 2
+    assert (out / "run.log").read_text().count("finished by an earlier run") == 1
     assert not (out / "grid_progress").exists()
     assert sorted(p.name for p in (out / "restarts").iterdir()) == sorted(
         p.name for p in (tmp_path / "rte" / "restarts").iterdir())
