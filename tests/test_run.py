@@ -319,7 +319,8 @@ def assert_same_grid(result, reference):
 def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkeypatch):
     """Stopped during its second grid point, the same command trains only that point;
     stopped after its grid (outputs not written yet), it trains none and rebuilds the
-    best model from its saved weights. Both end as the uninterrupted run does."""
+    best model from its saved weights. Both end as the uninterrupted run does. Another
+    setting trains every point again."""
     grid = ("--learning_rates", "1e-3,1e-4", "--no_test_predictions")
     _, reference = _main(world, tmp_path, "rte", *grid)
     calls = {"fine_tune": 0, "restore_model": 0}
@@ -363,6 +364,15 @@ def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkey
     assert resumed["metrics"] == pytest.approx(reference["metrics"])  # the rebuilt best
     assert (out / "dev_predictions.tsv").read_text() == \
         (tmp_path / "rte" / "dev_predictions.tsv").read_text()
+
+    # Points trained with other settings are not taken: the progress is discarded.
+    out, stop_at = tmp_path / "other_settings", {"fine_tune": calls["fine_tune"] + 2}
+    with pytest.raises(KeyboardInterrupt):
+        run.main(_argv(world, out, "rte", *grid))
+    calls["fine_tune"], stop_at = 0, {}
+    assert run.main(_argv(world, out, "rte", *grid, "--weight_decay", "0.02")) == 0
+    assert calls["fine_tune"] == 2
+    assert "discarded the grid progress" in (out / "run.log").read_text()
 
 
 def test_regression_and_two_dev_sets(world, tmp_path):
