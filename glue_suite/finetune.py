@@ -356,17 +356,17 @@ def restore_model(spec: TaskSpec, checkpoint: Checkpoint, settings: TrainSetting
     (a `save_weights` file of such a model): a finished grid point, rebuilt."""
     strategy = distribute.for_keras_fit(strategy or tf.distribute.get_strategy())
     with strategy.scope():
-        model = _trained_model(spec, checkpoint, settings,
-                               None if settings.length_multiple else max_seq_length, dtype,
-                               train_layers)
+        model = _trained_model(spec, checkpoint, settings, max_seq_length, dtype, train_layers)
         model.load_weights(weights)
     return model
 
 
 def _trained_model(spec: TaskSpec, checkpoint: Checkpoint, settings: TrainSettings,
-                   seq_length: Optional[int], dtype: Optional[str],
+                   max_seq_length: int, dtype: Optional[str],
                    train_layers: Optional[frozen_features.LayerCache]) -> keras.Model:
     """The model `fine_tune` trains: encoder + task head, or a feature-based run's tagger."""
+    # Trimmed batches vary in length: the model takes any (None).
+    seq_length = None if settings.length_multiple else max_seq_length
     if settings.feature_mode:
         return build_tagger(spec, train_layers.num_layers, train_layers.hidden_size,
                             settings.feature_mode, settings.bilstm_units, settings.dropout,
@@ -438,13 +438,11 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     if num_features == 0:
         raise ValueError(f"task {spec.name}: no training features")
     num_train_steps, num_warmup_steps = train_steps(num_features, settings)
-    # Trimmed batches vary in length: the model takes any (None).
-    seq_length = None if settings.length_multiple else max_seq_length
     if settings.feature_mode and train_layers is None:
         train_layers, _ = encode_frozen(checkpoint, train_features, settings, dtype)
     began = time.perf_counter()
     with strategy.scope():
-        model = _trained_model(spec, checkpoint, settings, seq_length, dtype, train_layers)
+        model = _trained_model(spec, checkpoint, settings, max_seq_length, dtype, train_layers)
         optimizer = create_optimizer(settings.learning_rate, num_train_steps,
                                      num_warmup_steps, weight_decay=settings.weight_decay,
                                      clipnorm=settings.clipnorm,

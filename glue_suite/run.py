@@ -386,9 +386,9 @@ class _GridPoint(NamedTuple):
     evaluations: list  # finetune.Evaluation per evaluation split
 
 
-def train_grid_point(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
-                     splits: Splits, strategy, learning_rate: float, seed: int,
-                     weights: Optional[str] = None) -> _GridPoint:
+def _train_grid_point(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
+                      splits: Splits, strategy, learning_rate: float, seed: int,
+                      weights: Optional[str] = None) -> _GridPoint:
     """Fine-tunes one point of the grid (or, given the `weights` it ended with, rebuilds
     that model) and scores it on every evaluation split."""
     settings = config.grid_point(learning_rate, seed)
@@ -435,7 +435,7 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
                         _scores(entry["metrics"]))
             continue
         logger.info("run %d/%d: learning rate %g, seed %d", number, len(points), lr, seed)
-        point = train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed)
+        point = _train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed)
         for split, evaluation in zip(splits.evals, point.evaluations):
             predictions.write_restart(spec, split.name, split.examples,
                                       evaluation.predictions, progress.point_dir(lr, seed))
@@ -465,8 +465,8 @@ def _restore_best(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertToke
     if weights is None:
         logger.warning("the best point (lr %g, seed %d) has no saved weights in %s: "
                        "training it again", lr, seed, progress.root)
-    point = train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed,
-                             weights)
+    point = _train_grid_point(config, checkpoint, tokenizer, splits, strategy, lr, seed,
+                              weights)
     return point.model, point.evaluations
 
 
