@@ -1,5 +1,8 @@
 """BERT's optimizer: schedule values, which variables decay, clipping, LAMB."""
 
+import collections
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -48,8 +51,8 @@ def test_schedule_serializes_and_rejects_bad_steps():
         WarmupLinearDecay(1e-4, 0, 0)
 
 
-def _tiny_model():
-    encoder = BertEncoder(TINY)
+def _tiny_model(num_layers: int = 1):
+    encoder = BertEncoder(TINY.replace(num_hidden_layers=num_layers))
     encoder.build()
     head = heads.ClassificationHead(3, name="head")
     head.build((None, TINY.hidden_size))
@@ -135,17 +138,39 @@ def test_fused_adamw_follows_keras_adamw(graph):
     assert int(optimizer.iterations) == 5
 
 
-def test_fused_kernel_runs_once_per_variable_on_one_device():
-    """`--strategy cpu` (one device) holds plain variables: one fused kernel each."""
-    with distribute.create_strategy("cpu").scope():
-        variables = _tiny_model()
+def _apply_graph_op_types(strategy_name: str, num_layers: int = 1
+                          ) -> tuple[list, collections.Counter]:
+    """(the variables, op types of one traced `apply`) of BERT's AdamW for a model of
+    `num_layers`, built under `strategy_name`'s scope (None: the default strategy)."""
+    scope = (distribute.create_strategy(strategy_name).scope() if strategy_name
+             else contextlib.nullcontext())
+    with scope:
+        variables = _tiny_model(num_layers)
         optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
         optimizer.build(variables)
     apply = tf.function(lambda grads: optimizer.apply(grads, variables))
     graph = apply.get_concrete_function([tf.TensorSpec(v.shape, v.dtype)
                                          for v in variables]).graph
-    kernels = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]
-    assert len(kernels) == len(variables)
+    return variables, collections.Counter(op.type for op in graph.get_operations())
+
+
+def test_fused_kernel_runs_once_per_variable_on_one_device():
+    """`--strategy cpu` (one device) holds plain variables: one fused kernel each."""
+    variables, op_types = _apply_graph_op_types("cpu")
+    assert op_types["ResourceApplyAdam"] == len(variables)
+
+
+@pytest.mark.parametrize("strategy_name", [None, "cpu"])
+def test_one_replica_computes_the_step_scalars_once(strategy_name):
+    """On one replica the learning-rate schedule (its `minimum`) and Adam's bias
+    corrections (`pow`) are computed per step, not per variable as Keras's AdamW does:
+    a model with twice the layers has as many of them in its update."""
+    one_layer, ops_one = _apply_graph_op_types(strategy_name, num_layers=1)
+    two_layers, ops_two = _apply_graph_op_types(strategy_name, num_layers=2)
+    assert len(two_layers) > len(one_layer) + 10
+    assert ops_two["ResourceApplyAdam"] == len(two_layers)
+    assert ops_two["Pow"] == ops_one["Pow"] == 2  # beta_1 ** t, beta_2 ** t
+    assert ops_two["Minimum"] == ops_one["Minimum"]
 
 
 def test_mirrored_variables_take_keras_update():
