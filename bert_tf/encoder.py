@@ -1,4 +1,5 @@
-"""The BERT encoder: embeddings -> L transformer blocks -> tanh pooler on [CLS]."""
+"""The BERT encoder: embeddings -> L transformer blocks -> tanh pooler on [CLS] (a
+left-to-right encoder: on its last real token)."""
 
 import keras
 from keras import ops
@@ -10,17 +11,26 @@ from bert_tf.transformer_block import TransformerBlock
 
 
 class Pooler(keras.layers.Layer):
-    """tanh(Dense(h_[CLS])): the sentence vector used by NSP and classification heads.
+    """tanh(Dense(h)) at the sentence's summary position: the sentence vector used by
+    NSP and classification heads.
+
+    The summary position is [CLS] (position 0). A left-to-right encoder (`causal`, the
+    paper's "LTR & No NSP") reads its last real token instead: under a left-only mask
+    [CLS] attends to itself alone, so its vector is the same for every input and a
+    classifier on it cannot beat the majority class, while the last token is the one
+    position that sees the whole input (as OpenAI GPT classifies from its last token).
 
     Args:
         hidden_size: width H.
         initializer_range: stddev of the truncated-normal initializer.
+        causal: pool the last position where `input_mask` is 1, not position 0.
     """
 
-    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, initializer_range=0.02, causal=False, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
+        self.causal = causal
         self.dense = keras.layers.Dense(
             hidden_size, activation="tanh", dtype=self.dtype_policy, name="dense",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
@@ -29,12 +39,16 @@ class Pooler(keras.layers.Layer):
         self.dense.build((input_shape[0], input_shape[-1]))
         self.built = True
 
-    def call(self, sequence_output):
-        return self.dense(sequence_output[:, 0])  # [B, H]
+    def call(self, sequence_output, input_mask=None):
+        if not self.causal:
+            return self.dense(sequence_output[:, 0])  # [B, H]
+        last = ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1  # [B]; real tokens lead
+        at_last = ops.one_hot(last, ops.shape(sequence_output)[1], dtype=sequence_output.dtype)
+        return self.dense(ops.einsum("bt,bth->bh", at_last, sequence_output))
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
-                "initializer_range": self.initializer_range}
+                "initializer_range": self.initializer_range, "causal": self.causal}
 
 
 class BertEncoder(keras.Model):
@@ -64,8 +78,8 @@ class BertEncoder(keras.Model):
                              config.layer_norm_eps, config.initializer_range,
                              dtype=policy, name=f"layer_{i}")
             for i in range(config.num_hidden_layers)]
-        self.pooler = Pooler(config.hidden_size, config.initializer_range, dtype=policy,
-                             name="pooler")
+        self.pooler = Pooler(config.hidden_size, config.initializer_range, config.causal,
+                             dtype=policy, name="pooler")
 
     def build(self, input_shape=None):
         shape = (None, None)
@@ -82,7 +96,7 @@ class BertEncoder(keras.Model):
         for block in self.blocks:
             x = block(x, mask, training=training)
             encoder_outputs.append(x)
-        return {"sequence_output": x, "pooled_output": self.pooler(x),
+        return {"sequence_output": x, "pooled_output": self.pooler(x, inputs["input_mask"]),
                 "encoder_outputs": encoder_outputs}
 
     @property

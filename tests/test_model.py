@@ -83,7 +83,7 @@ LAYERS = [
     BertEmbeddings(50, 16, 24, 2, 0.1, 1e-12, 0.02),
     SelfAttention(2, 8, 0.1),
     TransformerBlock(16, 2, 32, "gelu", 0.1, 0.1, 1e-12, 0.02),
-    Pooler(16),
+    Pooler(16), Pooler(16, causal=True),
     BertEncoder(TINY),
     H.MaskedLMHead(50, 16), H.NextSentenceHead(), H.ClassificationHead(3, 0.1),
     H.RegressionHead(), H.SpanHead(), H.MultipleChoiceHead(4), H.TokenClassificationHead(9),
@@ -126,6 +126,28 @@ def test_causal_mask_hides_the_future():
     a, b = encoder(inputs)["sequence_output"], encoder(changed)["sequence_output"]
     np.testing.assert_allclose(a[0, :5], b[0, :5], atol=1e-6)  # left context only
     assert np.abs(a[0, 5:] - b[0, 5:]).max() > 1e-3
+
+
+def test_causal_encoder_pools_its_last_real_token():
+    """A left-to-right encoder's [CLS] sees only itself; its sentence vector is the last
+    real token's, which sees the whole input (padding of any length after it)."""
+    encoder = BertEncoder(TINY.replace(causal=True))
+    inputs = random_inputs(batch=3, seq=10)
+    out = encoder(inputs)
+    last = inputs["input_mask"].sum(axis=1) - 1
+    at_last = out["sequence_output"].numpy()[np.arange(3), last]
+    np.testing.assert_allclose(out["pooled_output"], encoder.pooler.dense(at_last),
+                               rtol=1e-5, atol=1e-6)
+    changed = {k: v.copy() for k, v in inputs.items()}
+    changed["input_ids"][:, 1] = (changed["input_ids"][:, 1] + 7) % 50
+    moved = np.abs(encoder(changed)["pooled_output"] - out["pooled_output"]).max(axis=1)
+    assert moved.min() > 1e-6  # every row's vector reads its token 1 ([CLS]'s would not)
+    # The bidirectional encoder keeps [CLS].
+    encoder = BertEncoder(TINY)
+    out = encoder(inputs)
+    np.testing.assert_allclose(out["pooled_output"],
+                               encoder.pooler.dense(out["sequence_output"][:, 0]),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_too_long_sequence_is_a_clear_error():
