@@ -152,6 +152,11 @@ def caveats(target: str, config: BertConfig, heads: tuple) -> list:
         raise ValueError(f"--to {target}: this model is causal (left-to-right attention), "
                          f"which {target}'s BERT cannot express; --to ours or hf keep it")
     notes = []
+    if config.causal and target == "hf":
+        notes.append("transformers' BertPooler reads [CLS] (position 0) even as a decoder; "
+                     "our left-to-right encoder pools its last real token (under the causal "
+                     "mask [CLS] sees only itself), so pooler_output differs from our "
+                     "pooled_output")
     if target == "keras_hub":
         if "nsp" in heads:
             notes.append("keras-hub has no next-sentence head: the NSP weights are not written")

@@ -285,7 +285,8 @@ def test_causal_models_go_to_hf_as_decoders_and_are_refused_elsewhere(tmp_path):
         with pytest.raises(ValueError, match=f"--to {target}: this model is causal"):
             convert(str(tmp_path / "ltr"), target, str(tmp_path / target))
         assert not (tmp_path / target).exists()
-    convert(str(tmp_path / "ltr"), "hf", str(tmp_path / "hf"))
+    conversion = convert(str(tmp_path / "ltr"), "hf", str(tmp_path / "hf"))
+    assert any("last real token" in note for note in conversion.caveats)
     model, info = transformers.BertLMHeadModel.from_pretrained(str(tmp_path / "hf"),
                                                                output_loading_info=True)
     assert model.config.is_decoder and not info["missing_keys"], info
