@@ -49,7 +49,8 @@ NOTES = {
     "table3": "Dev EM/F1 at the no-answer threshold chosen on dev (official best_exact / "
               "best_f1), as the paper does.",
     "table5": "Same model size and pretraining budget in every row; LTR stays left-only "
-              "when fine-tuned; '+ BiLSTM' adds a randomly initialised BiLSTM at fine-tuning "
+              "when fine-tuned, its sentence vector read at its last token (the one that "
+              "sees the whole input); '+ BiLSTM' adds a randomly initialised BiLSTM at fine-tuning "
               "(a scale may run it on some columns only: reproduce/scales.py).",
     "table6": "LM ppl: held-out masked-LM perplexity. Dev accuracy, mean +- std over "
               "fine-tuning restarts. † = no paper row for this size: Turc et al. (2019) "
