@@ -103,11 +103,19 @@ class AdamW(keras.optimizers.AdamW):
     """
 
     def update_step(self, gradient, variable, learning_rate):
+        self._update(gradient, variable, learning_rate, scalars={})
+
+    def _update(self, gradient, variable, learning_rate, scalars: dict) -> None:
+        """One variable's update; `scalars` caches `_adam_scalars` by dtype for the step."""
         index = self._get_variable_index(variable)
         m, v = self._momentums[index].value, self._velocities[index].value
         if self.amsgrad or not _fusable(variable, m, v):
             return super().update_step(gradient, variable, learning_rate)
-        _fused_adam(variable, m, v, gradient, self._adam_scalars(variable.dtype, learning_rate))
+        if variable.dtype not in scalars:
+            scalars[variable.dtype] = self._adam_scalars(variable.dtype, learning_rate)
+        tf.raw_ops.ResourceApplyAdam(var=variable.handle, m=m.handle, v=v.handle,
+                                     grad=tf.convert_to_tensor(gradient), use_locking=False,
+                                     **scalars[variable.dtype])
 
     def _adam_scalars(self, dtype, learning_rate) -> dict:
         """ResourceApplyAdam's scalar arguments at this step."""
@@ -119,18 +127,11 @@ class AdamW(keras.optimizers.AdamW):
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         variables = _tf_variables(trainable_variables)
-        if self.amsgrad or not _one_replica(variables):
+        if not _one_replica(variables):
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
-        scalars = {}  # by dtype
+        scalars = {}  # shared by every variable of the step
         for gradient, variable in zip(grads, variables):
-            index = self._get_variable_index(variable)
-            m, v = self._momentums[index].value, self._velocities[index].value
-            if not _fusable(variable, m, v):
-                self.update_step(gradient, variable, learning_rate)  # Keras's update
-                continue
-            if variable.dtype not in scalars:
-                scalars[variable.dtype] = self._adam_scalars(variable.dtype, learning_rate)
-            _fused_adam(variable, m, v, gradient, scalars[variable.dtype])
+            self._update(gradient, variable, learning_rate, scalars)
 
     def _apply_weight_decay(self, variables):
         tf_variables = _tf_variables(variables)
@@ -145,12 +146,6 @@ class AdamW(keras.optimizers.AdamW):
                                          tf.cast(learning_rate, variable.dtype))
             weight_decay, lr = rates[variable.dtype]
             variable.assign_sub(variable * weight_decay * lr)  # Keras's arithmetic
-
-
-def _fused_adam(variable, m, v, gradient, scalars: dict) -> None:
-    tf.raw_ops.ResourceApplyAdam(var=variable.handle, m=m.handle, v=v.handle,
-                                 grad=tf.convert_to_tensor(gradient), use_locking=False,
-                                 **scalars)
 
 
 def _tf_variables(variables) -> list:
