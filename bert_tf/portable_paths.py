@@ -129,6 +129,15 @@ def portable_path(path: str, data_dir: Optional[str] = None,
     return _portable(path, _roots(data_dir, output_dir))
 
 
+def data_file(path: str, data_dir: Optional[str]) -> Optional[str]:
+    """A recorded data file on this machine: $BERT_DATA_DIR/x under `data_dir` (None
+    without one); any other form as it is."""
+    prefix = f"${DATA_DIR_VAR}/"
+    if not path.startswith(prefix):
+        return path
+    return os.path.join(data_dir, path[len(prefix):]) if data_dir else None
+
+
 def _portable(path: str, roots: list) -> str:
     if files.is_remote(path):
         return path

@@ -11,7 +11,9 @@ Every write is all-or-nothing (bert_tf.files): a crashed run leaves no truncated
 
 Every restart of the learning-rate x seed grid also keeps its per-example predictions,
 and the gold labels are written once beside them, so that confidence intervals can be
-computed from a run's outputs alone (reproduce.statistics):
+computed from a run's outputs alone (reproduce.statistics). The harness commits the
+restarts but not the gold, a copy of the benchmark's own labels: its records hold the
+gold's `gold_digest`, and the statistics read the gold again from the data files.
 
     restarts/gold/<split>_labels.tsv | .txt | _answers.json     gold, once per split
     restarts/lr<lr>-seed<seed>/<split>_predictions.tsv         GLUE, SWAG (as above)
@@ -25,6 +27,7 @@ without words and gold, a quarter of its size (CoNLL-2003 dev: 138 KB, not 552 K
 restart of every NER run keeps one per evaluation split, and records are committed.
 """
 
+import hashlib
 import json
 import os
 from typing import Optional, Sequence, Union
@@ -334,3 +337,21 @@ def read_gold(spec: TaskSpec, split: str, output_dir: str):
     if spec.kind == SPAN:
         return read_squad_answers(path)
     return read_tsv(spec.name, path)
+
+
+def gold_values(spec: TaskSpec, examples: Sequence):
+    """The gold of `examples` as `read_gold` returns it once `write_gold` wrote it."""
+    if spec.kind == TOKEN:
+        return [list(s.tags) for s in examples]
+    if spec.kind == SPAN:
+        return {e.qas_id: list(e.answers) for e in examples}
+    labels = readers.example_labels(spec.name, examples)
+    if spec.kind == REGRESSION:
+        return {e.guid: float(v) for e, v in zip(examples, labels)}
+    return {e.guid: spec.labels[int(v)] for e, v in zip(examples, labels)}
+
+
+def gold_digest(gold) -> str:
+    """sha256 of a split's gold (`read_gold`, `gold_values`), whatever file held it."""
+    text = json.dumps(gold, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

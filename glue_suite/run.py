@@ -233,7 +233,7 @@ def load_split(config: RunConfig, task: str, split: str) -> Split:
         from glue_suite import tfds_source
         examples, bad = tfds_source.load_examples(task, split, config.tfds_data_dir,
                                                   config.skip_bad_rows)
-        source = "tfds:{}[{}]".format(*tfds_source.tfds_split(task, split))
+        source = tfds_source.source_name(task, split)
     else:
         source = readers.data_path(task, split, config.data_dir)
         examples, bad = readers.read_file(task, split, source, config.skip_bad_rows)

@@ -61,6 +61,14 @@ _LABEL_NAMES = {
 }
 
 
+SOURCE_PREFIX = "tfds:"  # how records name what a run read from tfds: tfds:glue/rte[train]
+
+
+def source_name(task: str, split: str) -> str:
+    """How a run's record names the split it read from tfds (its data_files)."""
+    return "{}{}[{}]".format(SOURCE_PREFIX, *tfds_split(task, split))
+
+
 def tfds_split(task: str, split: str) -> tuple[str, str]:
     """(tfds dataset name, tfds split name) of one of our splits."""
     spec = get_task(task)
@@ -99,7 +107,7 @@ def load_examples(task: str, split: str, data_dir: Optional[str] = None,
     _prepare(builder, task, name)
     dataset = builder.as_dataset(split=tfds_split_name)
     records = tfds.as_numpy(dataset)
-    source = f"tfds:{name}[{tfds_split_name}]"
+    source = source_name(task, split)
     spec = get_task(task)
     if spec.kind == "span":
         return _squad(records, task, split, source, skip_bad_rows)
@@ -117,7 +125,7 @@ def _prepare(builder, task: str, name: str) -> None:
     except Exception as e:  # offline, tfds raises whatever its downloader met
         spec = get_task(task)
         raise MissingDataError(
-            f"tfds:{name}", f"tensorflow-datasets could not download and prepare it "
+            f"{SOURCE_PREFIX}{name}", f"tensorflow-datasets could not download and prepare it "
             f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
             f"Provide the data either way: files in the standard layout under a data "
             f"directory given by --data_dir or ${ENV_VAR} ({expected_layout(task)}; "

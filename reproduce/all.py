@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         print("\ninterrupted: rerun the same command to resume", file=sys.stderr)
         return 130
     from reproduce import tables as tables_module  # pandas: not needed until the end
-    written = tables_module.build_tables(output_dir)
+    written = tables_module.build_tables(output_dir, data_dir)
     counts = {}
     for status in final.values():
         counts[status] = counts.get(status, 0) + 1

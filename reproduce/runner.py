@@ -3,7 +3,8 @@
 For each run of a `reproduce.plan.Plan` the runner decides from its record
 (`reproduce.records.run_status`) whether to skip it, record it as n/a or blocked, or run
 `python -m <module> <argv>`; it streams the output to the record's log.txt, copies the
-run's small outputs beside the record (results/ stands alone) and writes the record.
+run's small outputs beside the record (results/ stands alone, with the benchmark data
+for the gold labels) and writes the record.
 The log and the record are committed, so the paths in both are portable
 (`bert_tf.portable_paths`); the terminal sees the output as it is.
 """
@@ -18,10 +19,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Optional
 
 from bert_tf import files, portable_paths, provenance
+from glue_suite import predictions
+from glue_suite.tasks import get_task
 from reproduce.plan import Plan, Run
 from reproduce.records import (base_record, load_record, now, record_path, run_status,
                                write_record)
@@ -32,10 +36,11 @@ KEEP = {
     "data": ("metadata.json",),
     "pretrain": ("metrics.csv", "eval_results.json", "pretrain_config.json",
                  "heldout_losses.tsv"),
-    # restarts/: every restart's dev predictions and the gold labels, for the
-    # bootstrap intervals of reproduce.statistics
+    # restarts/lr*: every restart's dev predictions, for the bootstrap intervals of
+    # reproduce.statistics. The gold labels beside them (restarts/gold) are the
+    # benchmark's own: not copied; the record holds their digest (`_gold_digests`).
     "finetune": ("metrics.json", "*_predictions.tsv", "predictions.json", "null_odds.json",
-                 "submission/*.tsv", "restarts/*/*"),
+                 "submission/*.tsv", "restarts/lr*/*"),
 }
 RESULT_FILE = {"data": "metadata.json", "pretrain": "eval_results.json",
                "finetune": "metrics.json"}
@@ -220,6 +225,22 @@ def _copy_outputs(run: Run, files_dir: str) -> list:
     return copied
 
 
+def _gold_digests(out_dir: str, task: str) -> dict:
+    """{split: predictions.gold_digest} of the gold labels a fine-tuning run wrote beside
+    its restarts (read through a local copy: out_dir may be gs://)."""
+    spec = get_task(task)
+    digests = {}
+    with tempfile.TemporaryDirectory() as local:
+        for split in spec.eval_splits:
+            source = predictions.gold_path(spec, split, out_dir)
+            if _Files.exists(source):
+                target = predictions.gold_path(spec, split, local)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                _Files.copy(source, target)
+                digests[split] = predictions.gold_digest(predictions.read_gold(spec, split, local))
+    return digests
+
+
 def _collect(run: Run, files_dir: str) -> tuple:
     """(metrics, result, copied files) from the run's output directory."""
     result = json.loads(_Files.read(os.path.join(run.out_dir, RESULT_FILE[run.stage])))
@@ -363,6 +384,8 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
             metrics, result, copied = _collect(run, os.path.join(record_dir, "files"))
             record.update(status="finished", metrics=metrics, result=result)
             record["outputs"]["files"] = copied
+            if run.stage == "finetune":
+                record["outputs"]["gold_sha256"] = _gold_digests(run.out_dir, result["task"])
         except (OSError, KeyError, ValueError) as e:
             record.update(status="failed", reason=f"outputs missing: {e}", log_tail=tail)
     write_record(output_dir, record, plan.data_dir)

@@ -11,8 +11,9 @@ metric of each restart on that resample and averages over restarts; the 2.5th an
 examples given these restarts; the spread between restarts is the ± std beside it.
 
 The per-example predictions come from the run's restarts/ folder
-(`glue_suite.predictions`: every restart's dev predictions and the gold labels),
-copied beside the record; a scorer per task kind recomputes the official metric on any
+(`glue_suite.predictions`: every restart's dev predictions), copied beside the record,
+and the gold labels from the data files the run read (`split_gold`: the record holds
+their digest, not a copy); a scorer per task kind recomputes the official metric on any
 resample with glue_suite's own functions (`glue_suite.metrics`, `glue_suite.squad_eval`):
 classification and regression resample examples, SQuAD resamples questions (v2.0's best
 threshold searched again on each resample, as its metric is), CoNLL-2003 resamples
@@ -33,6 +34,7 @@ no interval.
 """
 
 import dataclasses
+import functools
 import hashlib
 import math
 import os
@@ -40,9 +42,10 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from bert_tf import portable_paths
 from bert_tf.cli import InputError
 from glue_suite import metrics as glue_metrics
-from glue_suite import predictions, squad_eval
+from glue_suite import predictions, readers, squad_eval, tfds_source
 from glue_suite.tasks import REGRESSION, SPAN, TOKEN, TaskSpec, get_task
 
 RESAMPLES = 1000
@@ -271,24 +274,81 @@ def _same(computed: float, recorded) -> bool:
     return math.isclose(computed, recorded, rel_tol=1e-4, abs_tol=1e-6)
 
 
-def split_data(record: dict, metric: str, files_dir: str) -> SplitData:
+def split_gold(record: dict, spec: TaskSpec, split: str, files_dir: str,
+               data_dir: Optional[str]):
+    """The split's gold labels (`predictions.read_gold`): beside the restarts where the
+    run's directory holds them (glue_suite.run writes them there), else read again from
+    the data file the run read. A harness record keeps no copy of the benchmark's labels,
+    only their digest (`outputs.gold_sha256`), which the gold must match either way."""
+    expected = ((record.get("outputs") or {}).get("gold_sha256") or {}).get(split)
+    if os.path.exists(predictions.gold_path(spec, split, files_dir)):
+        try:
+            gold = predictions.read_gold(spec, split, files_dir)
+        except InputError as e:
+            raise Unavailable(f"gold labels: {e}") from None
+    elif expected is None:
+        raise Unavailable("no per-example outputs in the record: no restarts/ folder")
+    else:
+        gold = _data_gold(record["result"], split, data_dir)
+    if expected is not None and predictions.gold_digest(gold) != expected:
+        raise Unavailable(f"the gold labels of {split} are not those the run was scored on "
+                          f"(sha256 {predictions.gold_digest(gold)[:12]}, the record "
+                          f"{expected[:12]})")
+    return gold
+
+
+def _data_gold(result: dict, split: str, data_dir: Optional[str]):
+    """The gold of the file the run read as `split` (its record's data_files), cut as the
+    run cut it (--max_eval_examples)."""
+    recorded = (result.get("data_files") or {}).get(split)
+    if recorded is None:
+        raise Unavailable(f"the record names no {split} data file to read the gold from")
+    path = portable_paths.data_file(recorded, data_dir)
+    if path is None:
+        raise Unavailable(f"the gold labels are read from {recorded}: no data directory "
+                          f"(--data_dir or ${portable_paths.DATA_DIR_VAR})")
+    config = result.get("config") or {}
+    try:
+        modified = os.stat(path).st_mtime_ns
+    except OSError:
+        modified = None  # tfds, or a missing file (read_file says so)
+    try:
+        return _gold_in_file(result["task"], split, path, bool(config.get("skip_bad_rows")),
+                             config.get("max_eval_examples"), config.get("tfds_data_dir"),
+                             modified)
+    except InputError as e:
+        raise Unavailable(f"gold labels: {e}") from None
+
+
+@functools.lru_cache(maxsize=None)  # one read of a dev file for all the runs scored on it
+def _gold_in_file(task: str, split: str, source: str, skip_bad_rows: bool,
+                  limit: Optional[int], tfds_data_dir: Optional[str],
+                  modified: Optional[int]):
+    if source.startswith(tfds_source.SOURCE_PREFIX):  # glue_suite.run --source tfds
+        examples = tfds_source.load_examples(task, split, tfds_data_dir, skip_bad_rows)[0]
+    else:
+        examples = readers.read_file(task, split, source, skip_bad_rows)[0]
+    return predictions.gold_values(get_task(task), examples[:limit] if limit else examples)
+
+
+def split_data(record: dict, metric: str, files_dir: str,
+               data_dir: Optional[str] = None) -> SplitData:
     """The per-example data behind one fine-tuning cell.
 
+    Args:
+        files_dir: the run's outputs (restarts/).
+        data_dir: where the gold is read when files_dir lacks it (`split_gold`).
+
     Raises:
-        Unavailable: no restarts/ outputs, a file missing, or a restart whose metric on
-            all its examples differs from its record's.
+        Unavailable: no restarts/ outputs, no gold, a file missing, or a restart whose
+            metric on all its examples differs from its record's.
     """
     result = record.get("result") or {}
     if "task" not in result:
         raise Unavailable("no fine-tuning result in the record")
     spec = get_task(result["task"])
     split, name = split_metric(spec, metric)
-    if not os.path.exists(predictions.gold_path(spec, split, files_dir)):
-        raise Unavailable("no per-example outputs in the record: no restarts/ folder")
-    try:
-        gold = predictions.read_gold(spec, split, files_dir)
-    except InputError as e:
-        raise Unavailable(f"gold labels: {e}") from None
+    gold = split_gold(record, spec, split, files_dir, data_dir)
     keys = tuple(str(i) for i in range(len(gold))) if spec.kind == TOKEN else tuple(gold)
     threshold = ((result.get("config") or {}).get("squad") or {}).get(
         "null_score_diff_threshold", 0.0)
@@ -333,10 +393,11 @@ def bootstrap(data: SplitData, resamples: int = RESAMPLES) -> np.ndarray:
                            for indices in resample_indices(examples, resamples)])
 
 
-def estimate(record: dict, metric: str, output_dir: str,
+def estimate(record: dict, metric: str, output_dir: str, data_dir: Optional[str] = None,
              resamples: int = RESAMPLES) -> Estimate:
     """A finished record's cell: its number (`seed_statistics`) and, where the record
-    carries per-example outputs, its bootstrap replicates."""
+    carries per-example outputs, its bootstrap replicates (the gold read under
+    `data_dir`: `split_gold`)."""
     value = seed_statistics(record, metric)[0]
     if record.get("stage") == "pretrain":
         files_dir = os.path.join(output_dir, "runs", record.get("run_id", ""), "files")
@@ -348,7 +409,8 @@ def estimate(record: dict, metric: str, output_dir: str,
         return Estimate(value, None, f"a {record.get('stage')} record has no examples")
     files_dir = os.path.join(output_dir, "runs", record["run_id"], "files")
     try:
-        return Estimate(value, bootstrap(split_data(record, metric, files_dir), resamples))
+        return Estimate(value, bootstrap(split_data(record, metric, files_dir, data_dir),
+                                         resamples))
     except Unavailable as e:
         return Estimate(value, None, str(e))
 
@@ -378,9 +440,9 @@ def perplexity_bootstrap(record: dict, metric: str, files_dir: str,
 
 
 def estimate_records(records: list, output_dir: Optional[str],
-                     resamples: int = RESAMPLES) -> dict:
+                     data_dir: Optional[str] = None, resamples: int = RESAMPLES) -> dict:
     """{(run_id, metric): Estimate} of every cell of every finished record (`output_dir`
-    None: numbers only, no intervals)."""
+    None: numbers only, no intervals; `data_dir`: where the gold labels are read)."""
     estimates = {}
     for record in records:
         if record.get("status") != "finished":
@@ -393,5 +455,6 @@ def estimate_records(records: list, output_dir: Optional[str],
                 estimates[key] = Estimate(seed_statistics(record, cell["metric"])[0], None,
                                           "no output directory given")
             else:
-                estimates[key] = estimate(record, cell["metric"], output_dir, resamples)
+                estimates[key] = estimate(record, cell["metric"], output_dir, data_dir,
+                                          resamples)
     return estimates

@@ -1,10 +1,12 @@
 """Rebuilds every table of the paper from the run records alone.
 
-    python -m reproduce.tables [--output_dir results]
+    python -m reproduce.tables [--output_dir results] [--data_dir $BERT_DATA_DIR]
 
 Reads OUTPUT_DIR/runs/*/record.json (`reproduce.records`, written as `reproduce.all`
 runs the plan) and the per-example outputs copied beside them, gathers every cell into
-one frame (`cells_frame`) with its bootstrap interval (`reproduce.statistics`) and writes
+one frame (`cells_frame`) with its bootstrap interval (`reproduce.statistics`; the
+intervals score those outputs against the benchmark's gold labels, read from the data
+directory and checked against the digest each record holds) and writes
 OUTPUT_DIR/tables/ (a record whose inputs were redone since it ran is stale: its cells
 are "n/a (stale: ...)", `reproduce.records.mark_stale`):
   <table>.csv    one row per cell and scale: ours (mean, std, seeds, 95% interval, best
@@ -34,6 +36,7 @@ from typing import Optional
 import pandas as pd
 
 from bert_tf import files, provenance
+from bert_tf.portable_paths import DATA_DIR_VAR
 from bert_tf.cli import run_main
 from reproduce import findings, plots
 from reproduce import paper_numbers as paper
@@ -358,12 +361,13 @@ def collect_glue_submission(records: list, output_dir: str) -> list:
     return written
 
 
-def build_tables(output_dir: str) -> list:
-    """Writes OUTPUT_DIR/tables/*; returns the file names written."""
+def build_tables(output_dir: str, data_dir: Optional[str] = None) -> list:
+    """Writes OUTPUT_DIR/tables/*; returns the file names written. `data_dir`: the
+    benchmark data, where the intervals read the gold labels (`statistics.split_gold`)."""
     records = mark_stale(load_records(output_dir))
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
-    estimates = statistics.estimate_records(records, output_dir)
+    estimates = statistics.estimate_records(records, output_dir, data_dir)
     cells = cells_frame(records, estimates)
     runs = runs_frame(records)
     written = []
@@ -389,12 +393,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m reproduce.tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", default="results")
+    p.add_argument("--data_dir", default=os.environ.get(DATA_DIR_VAR),
+                   help=f"benchmark data, for the gold labels of the intervals (default: "
+                        f"${DATA_DIR_VAR})")
     args = p.parse_args(argv)
     if not glob.glob(record_path(args.output_dir, "*")):
         print(f"error: no run records under {args.output_dir}/runs (run python -m "
               f"reproduce.all first)", file=sys.stderr)
         return 1
-    written = build_tables(args.output_dir)
+    written = build_tables(args.output_dir, args.data_dir)
     print(f"wrote {len(written)} files to {os.path.join(args.output_dir, 'tables')}: "
           f"{', '.join(written)}")
     return 0

@@ -763,7 +763,18 @@ def test_smoke_scale_end_to_end(data_dir, tmp_path):
     plan = build_plan("smoke", "cpu", data_dir, work, tables=["table6"])
     final = run_plan(plan, out, data_dir, echo=False)
     assert set(final.values()) == {"finished"}, final
-    tables.build_tables(out)
+    # A fine-tuning record keeps every restart's predictions but no copy of the benchmark's
+    # labels: their digest, checked when the intervals read them from the data again.
+    mrpc_record = next(load_record(out, k) for k in plan.runs if k.endswith(".mrpc"))
+    assert not any(f.startswith("restarts/gold") for f in mrpc_record["outputs"]["files"])
+    assert any(f.startswith("restarts/lr") for f in mrpc_record["outputs"]["files"])
+    assert not os.path.exists(os.path.join(out, "runs", mrpc_record["run_id"], "files",
+                                           "restarts", "gold"))
+    assert set(mrpc_record["outputs"]["gold_sha256"]) == {"dev"}
+    tables.build_tables(out)  # no data directory: numbers, no intervals, and why
+    mrpc = pd.read_csv(os.path.join(out, "tables", "table6.csv")).query("column == 'MRPC'")
+    assert math.isnan(mrpc["ci_low"].iloc[0]) and "no data directory" in mrpc["ci_note"].iloc[0]
+    tables.build_tables(out, data_dir)
     table6 = pd.read_csv(os.path.join(out, "tables", "table6.csv"))
     # The tables hold what the runs measured: perplexity is exp(held-out MLM loss), at
     # most about the vocabulary's size (an untrained model's near-uniform guess: 30522).
@@ -779,6 +790,7 @@ def test_smoke_scale_end_to_end(data_dir, tmp_path):
               if r["learning_rate"] == grid["best_learning_rate"]]
     assert mrpc["status"] == "ok" and mrpc["seeds"] == len(picked) == 2
     assert mrpc["ours"] == pytest.approx(np.mean(picked), rel=1e-9) and 0 < mrpc["ours"] < 100
+    assert mrpc["ci_low"] <= mrpc["ours"] <= mrpc["ci_high"]
     before = {k: load_record(out, k)["ended"] for k in plan.runs}
     assert set(run_plan(plan, out, data_dir, echo=False).values()) == {"finished"}
     assert before == {k: load_record(out, k)["ended"] for k in plan.runs}

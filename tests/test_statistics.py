@@ -1,10 +1,11 @@
 """reproduce.statistics: each scorer against scikit-learn, scipy, seqeval or the official
 SQuAD scores on resampled examples; the bootstrap against scipy.stats.bootstrap (one
 restart, restarts pooled, paired and unpaired differences); a cell read from a
-synthetic record's restarts/ files."""
+synthetic record's restarts/ files, its gold beside them or in the data it names."""
 
 import json
 import math
+import shutil
 import warnings
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn import metrics as skm
 from glue_suite import predictions, squad_eval
 from glue_suite.metrics import entity_f1
 from glue_suite.readers import InputExample, NerSentence
+from glue_suite.squad_readers import SquadExample
 from glue_suite.tasks import get_task
 from reproduce import statistics
 from reproduce.statistics import Estimate, SplitData
@@ -285,6 +287,63 @@ def test_a_cell_pools_the_picked_restarts_and_checks_them_against_the_record(tmp
     pretrain = statistics.estimate({"stage": "pretrain", "metrics": {"mlm_perplexity": 9.0}},
                                    "mlm_perplexity", str(tmp_path))
     assert pretrain.value == 9.0 and pretrain.reason == statistics.NO_PER_EXAMPLE_PERPLEXITY
+
+
+def _mrpc_dev(data_dir, gold):
+    path = data_dir / "glue_data" / "MRPC" / "dev.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n" + "".join(
+        f"{g}\t{i}\t{i + 1}\tsentence a\tsentence b\n" for i, g in enumerate(gold)))
+
+
+def test_a_record_without_the_gold_reads_it_from_the_data_it_names(tmp_path):
+    """Harness records keep no copy of the benchmark's labels: the interval reads them from
+    the run's data file, which must give the digest the record holds."""
+    rng = np.random.default_rng(4)
+    gold = rng.integers(0, 2, 120)
+    files_dir = tmp_path / "runs" / "r" / "files"
+    grid_runs = _write_glue_run(files_dir, "mrpc", gold, [
+        (1e-4, seed, np.where(rng.random(120) < 0.75, gold, 1 - gold)) for seed in (0, 1)])
+    record = _grid_record("r", "mrpc", grid_runs, 1e-4)
+    beside = statistics.estimate(record, "accuracy", str(tmp_path))  # gold in files_dir
+    spec = get_task("mrpc")
+    digest = predictions.gold_digest(predictions.read_gold(spec, "dev", str(files_dir)))
+    shutil.rmtree(files_dir / "restarts" / "gold")
+    record["outputs"] = {"gold_sha256": {"dev": digest}}
+    record["result"]["data_files"] = {"dev": "$BERT_DATA_DIR/glue_data/MRPC/dev.tsv"}
+    _mrpc_dev(tmp_path / "data", gold)
+
+    read_again = statistics.estimate(record, "accuracy", str(tmp_path), str(tmp_path / "data"))
+    assert read_again.interval() == beside.interval()
+    no_data = statistics.estimate(record, "accuracy", str(tmp_path))
+    assert no_data.replicates is None and "no data directory" in no_data.reason
+    other = gold.copy()
+    other[7] = 1 - other[7]
+    _mrpc_dev(tmp_path / "other", other)  # not the labels the run was scored on
+    changed = statistics.estimate(record, "accuracy", str(tmp_path), str(tmp_path / "other"))
+    assert changed.replicates is None and "not those the run was scored on" in changed.reason
+    missing = statistics.estimate(record, "accuracy", str(tmp_path), str(tmp_path / "none"))
+    assert missing.replicates is None and "dev.tsv" in missing.reason
+
+
+def test_gold_values_are_what_read_gold_reads_back(tmp_path):
+    """The gold the statistics rebuild from the data equals, digest included, the gold a
+    run writes beside its restarts, for every kind."""
+    cases = {
+        "mrpc": [InputExample("0", "a", "b", "1"), InputExample("1", "a", "b", "0")],
+        "stsb": [InputExample("0", "a", "b", 3.2), InputExample("1", "a", "b", 0.25)],
+        "conll2003": [NerSentence(0, ("John", "runs"), ("B-PER", "O"))],
+        "squad2.0": [SquadExample("q1", "who?", "the x", ("the", "x"), (0,) * 5,
+                                  ("x", "the x"), False),
+                     SquadExample("q2", "what?", "y", ("y",), (0,), (), True)],
+    }
+    for task, examples in cases.items():
+        spec = get_task(task)
+        predictions.write_gold(spec, "dev", examples, str(tmp_path / task))
+        read = predictions.read_gold(spec, "dev", str(tmp_path / task))
+        assert read == predictions.gold_values(spec, examples), task
+        assert predictions.gold_digest(read) == predictions.gold_digest(
+            predictions.gold_values(spec, examples))
 
 
 def test_split_metric_names_and_file_round_trips(tmp_path):

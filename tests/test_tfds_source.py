@@ -227,3 +227,17 @@ def test_offline_tfds_error_names_both_ways_to_the_data(tmp_path, monkeypatch):
     # And a missing file in a data directory names tfds as the other way.
     with pytest.raises(MissingDataError, match="--source tfds"):
         readers.read_examples("rte", "train", str(tmp_path))
+
+
+def test_a_record_of_a_tfds_run_reads_its_gold_from_tfds():
+    """reproduce.statistics reads a harness record's gold again from where the run read
+    its data: here tensorflow-datasets (the record names "tfds:glue/cola[validation]")."""
+    from glue_suite import predictions
+    from reproduce import statistics
+    result = {"task": "cola", "config": {"tfds_data_dir": None},
+              "data_files": {"dev": tfds_source.source_name("cola", "dev")}}
+    with tfds.testing.mock_data(num_examples=5):
+        gold = statistics._data_gold(result, "dev", None)
+        examples, _ = tfds_source.load_examples("cola", "dev")
+    assert len(gold) == 5
+    assert gold == predictions.gold_values(TASKS["cola"], examples)
