@@ -125,8 +125,8 @@ def _prepare(builder, task: str, name: str) -> None:
     except Exception as e:  # offline, tfds raises whatever its downloader met
         spec = get_task(task)
         raise MissingDataError(
-            f"{SOURCE_PREFIX}{name}", f"tensorflow-datasets could not download and prepare it "
-            f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
+            f"{SOURCE_PREFIX}{name}", f"tensorflow-datasets could not download and prepare "
+            f"it ({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
             f"Provide the data either way: files in the standard layout under a data "
             f"directory given by --data_dir or ${ENV_VAR} ({expected_layout(task)}; "
             f"published at {SOURCES[spec.source]}); or tensorflow-datasets' own copy, "

@@ -36,8 +36,8 @@ from typing import Optional
 import pandas as pd
 
 from bert_tf import files, provenance
-from bert_tf.portable_paths import DATA_DIR_VAR
 from bert_tf.cli import run_main
+from bert_tf.portable_paths import DATA_DIR_VAR
 from reproduce import findings, plots
 from reproduce import paper_numbers as paper
 from reproduce import statistics
