@@ -1,5 +1,5 @@
 import sys, time, statistics
-import numpy as np, tensorflow as tf, keras
+import tensorflow as tf, keras
 from keras import ops
 from bert_tf import attention
 from bert_tf.config import config_for_size
@@ -50,7 +50,6 @@ config = config_for_size(sys.argv[2] if len(sys.argv) > 2 else "base")
 ids, mask, seg, labels = (tf.constant(x) for x in random_batch(config, 32, 128))
 inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": seg}
 steps = {}
-import functools
 VARIANTS = (("separate", orig_call), ("fused", fused_call), ("einsum", einsum_call),
             ("einsum_fused", lambda self, x, mask, training=None: einsum_call(self, x, mask, training, fused=True)))
 for name, call in VARIANTS:
