@@ -320,9 +320,9 @@ def write_gold(spec: TaskSpec, split: str, examples: Sequence, output_dir: str) 
     path = gold_path(spec, split, output_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if spec.kind == TOKEN:
-        write_tag_lines([s.tags for s in examples], path)
+        write_tag_lines(gold_values(spec, examples), path)
     elif spec.kind == SPAN:
-        files.write_json(path, {e.qas_id: list(e.answers) for e in examples})
+        files.write_json(path, gold_values(spec, examples))
     else:
         write_tsv(spec.name, examples, readers.example_labels(spec.name, examples), path)
     return path
