@@ -101,6 +101,22 @@ def for_keras_fit(strategy: tf.distribute.Strategy) -> tf.distribute.Strategy:
     return strategy
 
 
+def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """The dataset with tf.data's autotuning off.
+
+    Deleting an iterator that autotuning watched can block until its model thread wakes,
+    and the thread sleeps longer the longer the iterator lived (up to a minute; py-spy and
+    gdb show the deleting thread in `~IteratorResource` waiting for `Model::OptimizeLoop`).
+    An iterator of glue_suite's pipeline that lived 60 s took 21.6 s to delete with
+    autotuning and 0.00 s without (results/benchmark/iterator_delete.py). Where a pipeline's
+    parallel stages are AUTOTUNE, they run at the default parallelism instead (the CPU's
+    cores), and prefetch(AUTOTUNE) still prefetches.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the one process that writes logs, metrics and exports (worker 0 of a
     multi-worker cluster; always True for the single-process strategies)."""

@@ -27,11 +27,21 @@ the last partial batch.
 
 Every feature array is [F] (one value per row) or [F, ..., T] (per position, T last);
 trimming cuts the second kind.
+
+The pipelines slice arrays in memory and map nothing in parallel, so they run without
+tf.data's autotuning (`distribute.without_autotune`: deleting an iterator it watched can
+stall). Keras's fit deleted the epoch's iterator at each epoch's end: on RTE (78 batches an
+epoch, ~2.5 min) the first step of 4 of 6 later epochs took 43-51 s instead of ~1 s. Keras
+under a strategy adds an autotuned pipeline of its own that options do not reach, so
+fine-tuning on one CPU runs without one (distribute.for_keras_fit) and reads all its epochs
+from one iterator (finetune.one_iterator_per_fit).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from bert_tf.distribute import without_autotune
 
 # Rows sorted together: HF's group_by_length sorts "megabatches" of 50 batches, fairseq
 # whole epochs. 100 batches keep batches random-ish while most rows find similar partners.
@@ -49,26 +59,6 @@ def bucket_lengths(lengths: np.ndarray, length_multiple: int, max_seq_length: in
     most max_seq_length."""
     rounded = -(-np.maximum(lengths, 1) // length_multiple) * length_multiple
     return np.minimum(rounded, max_seq_length)
-
-
-def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """The dataset with tf.data's autotuning off.
-
-    Deleting an iterator that autotuning watched can block until its model thread wakes,
-    and the thread sleeps longer the longer the iterator lived (up to a minute). Keras's
-    fit deletes the epoch's iterator at each epoch's end: measured on RTE (78 batches an
-    epoch, ~2.5 min), the first step of 4 of 6 later epochs took 43-51 s instead of ~1 s,
-    with the main thread in ~IteratorResource; an iterator of this pipeline that lived
-    60 s took 21.6 s to delete with autotuning and 0.00 s without
-    (results/benchmark/iterator_delete.py). These pipelines slice arrays in memory and
-    map nothing in parallel, so autotuning has nothing to tune. Keras under a strategy
-    adds an autotuned pipeline of its own that these options do not reach, so fine-tuning
-    on one CPU runs without one (distribute.for_keras_fit) and reads all its epochs from
-    one iterator (finetune.one_iterator_per_fit).
-    """
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.with_options(options)
 
 
 # ---------------------------------------------------------------------------------------

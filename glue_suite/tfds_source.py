@@ -88,7 +88,7 @@ def _text(value) -> str:
 
 
 def load_examples(task: str, split: str, data_dir: Optional[str] = None,
-                  skip_bad_rows: bool = False) -> tuple[list, int]:
+                  skip_bad_rows: bool = False, download: bool = True) -> tuple[list, int]:
     """Like `readers.read_examples`, from tensorflow-datasets.
 
     Args:
@@ -96,6 +96,9 @@ def load_examples(task: str, split: str, data_dir: Optional[str] = None,
         split: one of `readers.splits(task)`.
         data_dir: tfds's data directory (None: its default, ~/tensorflow_datasets).
         skip_bad_rows: skip and count malformed records instead of raising.
+        download: download and prepare the dataset if tfds lacks it; False reads only
+            what tfds has prepared already (what is not there is a MissingDataError at
+            once, not after minutes of offline retries).
 
     Returns:
         (examples, num_bad_rows).
@@ -104,8 +107,9 @@ def load_examples(task: str, split: str, data_dir: Optional[str] = None,
 
     name, tfds_split_name = tfds_split(task, split)
     builder = tfds.builder(name, data_dir=data_dir)
-    _prepare(builder, task, name)
-    dataset = builder.as_dataset(split=tfds_split_name)
+    if download:
+        _prepare(builder, task, name)
+    dataset = _prepared_split(builder, tfds_split_name, name)
     records = tfds.as_numpy(dataset)
     source = source_name(task, split)
     spec = get_task(task)
@@ -132,6 +136,16 @@ def _prepare(builder, task: str, name: str) -> None:
             f"published at {SOURCES[spec.source]}); or tensorflow-datasets' own copy, "
             f"prepared once on a machine with a network (`tfds build {name}`, then copy "
             f"~/tensorflow_datasets here or pass --tfds_data_dir).") from e
+
+
+def _prepared_split(builder, split: str, name: str):
+    try:
+        return builder.as_dataset(split=split)
+    except AssertionError as e:  # tfds's "could not find data in <its data directory>"
+        raise MissingDataError(
+            f"{SOURCE_PREFIX}{name}", "tensorflow-datasets has not prepared it in its data "
+            "directory (--tfds_data_dir, else ~/tensorflow_datasets), and this reader does "
+            "not download") from e
 
 
 def _glue(records, task, split, label_feature, source, skip_bad_rows):

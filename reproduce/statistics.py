@@ -325,7 +325,9 @@ def _gold_in_file(task: str, split: str, source: str, skip_bad_rows: bool,
                   limit: Optional[int], tfds_data_dir: Optional[str],
                   modified: Optional[int]):
     if source.startswith(tfds_source.SOURCE_PREFIX):  # glue_suite.run --source tfds
-        examples = tfds_source.load_examples(task, split, tfds_data_dir, skip_bad_rows)[0]
+        # Tables are built offline: only a copy tfds prepared already, never a download.
+        examples = tfds_source.load_examples(task, split, tfds_data_dir, skip_bad_rows,
+                                             download=False)[0]
     else:
         examples = readers.read_file(task, split, source, skip_bad_rows)[0]
     return predictions.gold_values(get_task(task), examples[:limit] if limit else examples)

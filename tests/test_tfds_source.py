@@ -229,9 +229,10 @@ def test_offline_tfds_error_names_both_ways_to_the_data(tmp_path, monkeypatch):
         readers.read_examples("rte", "train", str(tmp_path))
 
 
-def test_a_record_of_a_tfds_run_reads_its_gold_from_tfds():
+def test_a_record_of_a_tfds_run_reads_its_gold_from_tfds(tmp_path, monkeypatch):
     """reproduce.statistics reads a harness record's gold again from where the run read
-    its data: here tensorflow-datasets (the record names "tfds:glue/cola[validation]")."""
+    its data: here tensorflow-datasets (the record names "tfds:glue/cola[validation]"),
+    from the copy tfds prepared, never by downloading it."""
     from glue_suite import predictions
     from reproduce import statistics
     result = {"task": "cola", "config": {"tfds_data_dir": None},
@@ -241,3 +242,14 @@ def test_a_record_of_a_tfds_run_reads_its_gold_from_tfds():
         examples, _ = tfds_source.load_examples("cola", "dev")
     assert len(gold) == 5
     assert gold == predictions.gold_values(TASKS["cola"], examples)
+
+    # Not prepared here: unavailable at once (offline, a download attempt would retry for
+    # minutes before failing).
+    def download(self, *args, **kwargs):
+        raise AssertionError("the tables tried to download")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", download)
+    result["config"]["tfds_data_dir"] = str(tmp_path)
+    with pytest.raises(statistics.Unavailable, match="has not prepared it") as error:
+        statistics._data_gold(result, "dev", None)
+    assert str(tmp_path) not in str(error.value)  # the reason lands in committed tables
