@@ -1,6 +1,6 @@
 """Rebuilds every table of the paper from the run records alone.
 
-    python -m reproduce.tables [--output_dir results] [--data_dir $BERT_DATA_DIR]
+    python -m reproduce.tables [--output_dir results] [--data_dir ($BERT_DATA_DIR, ./data)]
 
 Reads OUTPUT_DIR/runs/*/record.json (`reproduce.records`, written as `reproduce.all`
 runs the plan) and the per-example outputs copied beside them, gathers every cell into
@@ -38,6 +38,7 @@ import pandas as pd
 from bert_tf import files, provenance
 from bert_tf.cli import run_main
 from bert_tf.portable_paths import DATA_DIR_VAR
+from glue_suite.data_dir import no_data_directory, resolve_data_dir
 from reproduce import findings, plots
 from reproduce import paper_numbers as paper
 from reproduce import statistics
@@ -393,15 +394,16 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m reproduce.tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output_dir", default="results")
-    p.add_argument("--data_dir", default=os.environ.get(DATA_DIR_VAR),
+    p.add_argument("--data_dir",
                    help=f"benchmark data, for the gold labels of the intervals (default: "
-                        f"${DATA_DIR_VAR})")
+                        f"${DATA_DIR_VAR}, else ./data, as for reproduce.all)")
     args = p.parse_args(argv)
     if not glob.glob(record_path(args.output_dir, "*")):
         print(f"error: no run records under {args.output_dir}/runs (run python -m "
               f"reproduce.all first)", file=sys.stderr)
         return 1
-    written = build_tables(args.output_dir, args.data_dir)
+    data_dir = None if no_data_directory(args.data_dir) else resolve_data_dir(args.data_dir)
+    written = build_tables(args.output_dir, data_dir)
     print(f"wrote {len(written)} files to {os.path.join(args.output_dir, 'tables')}: "
           f"{', '.join(written)}")
     return 0

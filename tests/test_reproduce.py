@@ -794,3 +794,29 @@ def test_smoke_scale_end_to_end(data_dir, tmp_path):
     before = {k: load_record(out, k)["ended"] for k in plan.runs}
     assert set(run_plan(plan, out, data_dir, echo=False).values()) == {"finished"}
     assert before == {k: load_record(out, k)["ended"] for k in plan.runs}
+
+
+@pytest.mark.parametrize("flag,env,has_dot_data,expected", [
+    (None, None, True, "./data"),  # as reproduce.all and glue_suite.run find it
+    (None, None, False, None),  # nothing set up: the cells keep their numbers, no interval
+    (None, "from_env", True, "from_env"),
+    ("given", "from_env", False, "given"),  # given and missing: its files are named missing
+])
+def test_tables_find_the_data_directory_as_the_harness_does(
+        flag, env, has_dot_data, expected, fake_cli, tmp_path, monkeypatch):
+    from reproduce import tables
+    run_plan(_fake_plan(tmp_path, {"a": "ok"}), str(tmp_path / "out"), str(tmp_path),
+             echo=False)
+    monkeypatch.chdir(tmp_path)
+    if has_dot_data:
+        (tmp_path / "data").mkdir()
+    (tmp_path / "from_env").mkdir()
+    if env:
+        monkeypatch.setenv("BERT_DATA_DIR", env)
+    else:
+        monkeypatch.delenv("BERT_DATA_DIR", raising=False)
+    seen = []
+    monkeypatch.setattr(tables, "build_tables",
+                        lambda output_dir, data_dir: seen.append(data_dir) or [])
+    assert tables.main(["--output_dir", "out"] + (["--data_dir", flag] if flag else [])) == 0
+    assert seen == [expected]
