@@ -5,7 +5,7 @@ Keras's fit, given a finite dataset, deletes the epoch's iterator when an epoch 
 glue_suite's training batches (`batching.train_dataset`, 78 batches: RTE's size) are drawn
 slowly, as a training step would draw them, for a given lifetime; then the iterator is
 deleted and the deletion timed. The pipelines run without autotuning
-(`batching.without_autotune`); "autotuned" turns it back on for comparison.
+(`distribute.without_autotune`); "autotuned" turns it back on for comparison.
 
 --fit_rounds: the same batches through `Model.fit`, 4 epochs of a model too small to cost
 anything, each step followed by a pause (--fit_pause) so that each epoch lives about as
