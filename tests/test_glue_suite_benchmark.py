@@ -95,9 +95,11 @@ def test_one_round_end_to_end(hf_checkpoint, tmp_path, capsys):
     record = json.loads(out.read_text())
     times = record["rounds"][0]
     assert set(times) == {"glue_suite", "hf_torch"}
-    for recipe in times:
-        assert times[recipe]["timings"]["train_steps"] > 0
+    # glue_suite's steps exclude the first step's trace: 4 steps of this tiny model can
+    # round to 0.00 s; HF's include its first step.
+    assert times["glue_suite"]["timings"]["train_steps"] >= 0
     hf = times["hf_torch"]["timings"]
+    assert hf["train_steps"] > 0
     assert hf["total"] == pytest.approx(sum(v for k, v in hf.items() if k != "total"), abs=0.05)
     assert hf["total"] <= times["hf_torch"]["seconds"]
     assert record["git"]["commit"] and record["machine"]["cpu_cores"] >= 1
