@@ -161,9 +161,9 @@ def test_tpu_path_keeps_static_shapes_and_drops_the_remainder():
 @pytest.mark.parametrize("length_multiple", [8, 0])
 def test_training_pipelines_run_without_autotuning(length_multiple):
     """Deleting an autotuned iterator can block for up to a minute
-    (`distribute.without_autotune`),
-    and fit deletes one every epoch: the training pipelines turn autotuning off, and so
-    do pipelines made from them (the tagger's maps batching's batches)."""
+    (`distribute.without_autotune`), and fit deletes one every epoch: the training
+    pipelines turn autotuning off, and so do pipelines made from them (the tagger's maps
+    batching's batches)."""
     data = finetune.training_tuple(padded_rows(20), "classification")
     dataset = batching.train_dataset(data, 8, 0, length_multiple)
     assert dataset.options().autotune.enabled is False
