@@ -55,6 +55,11 @@ Verdicts:
   smaller model's minus larger model's; its interval resamples the held-out sequences
   (paired: every size is evaluated on the same held-out records), from the pretraining
   runs' per-sequence losses (heldout_losses.tsv; older records lack it: "not computable").
+- "unequal pretraining: A vs B sequences" after the rows compared: their models were
+  pretrained on different numbers of sequences. The paper's rows had one budget (Table 6:
+  1M steps of 256 sequences for every size); a scale that gives each model what its
+  wall-clock budget buys (cpu: the larger model sees fewer sequences) confounds the model
+  with its budget, so the verdict is about the two models, not the two sizes.
 - Figure 5: MLM minus LTR at each pretraining step both were fine-tuned from; the paper
   gives only the sign ("outperforms it in absolute accuracy almost immediately").
 - "n/a (reason)": a cell the claim needs is missing or did not finish; "not computable
@@ -183,6 +188,27 @@ def _rows(rows: tuple) -> str:
     return rows[0] if len(rows) == 1 else f"the best of ({', '.join(rows)})"
 
 
+def _sequences(cells: pd.DataFrame, claim: Claim, rows: tuple) -> set:
+    if "pretrain_sequences" not in cells:
+        return set()
+    match = cells[(cells["table"] == claim.table) & (cells["column"] == claim.column)
+                  & cells["row"].isin(rows)]
+    return set(match["pretrain_sequences"].dropna().astype(int))
+
+
+def _thousands(counts: set) -> str:
+    return "/".join(f"{n / 1000:,.0f}k" for n in sorted(counts))
+
+
+def _unequal_pretraining(cells: pd.DataFrame, claim: Claim, better: tuple, worse: tuple) -> str:
+    """A note where the compared rows' models saw different numbers of pretraining
+    sequences (see HEADER), else ""."""
+    ours, theirs = _sequences(cells, claim, better), _sequences(cells, claim, worse)
+    if not ours or not theirs or ours == theirs:
+        return ""
+    return f" (unequal pretraining: {_thousands(ours)} vs {_thousands(theirs)} sequences)"
+
+
 def verdict(claim: Claim, low: float, high: float) -> str:
     """The verdict of an interval of our difference (oriented: > 0 agrees with the paper)."""
     if claim.as_good_as:
@@ -211,7 +237,8 @@ def evaluate(claim: Claim, cells: pd.DataFrame, estimates: dict) -> dict:
     delta = statistics.difference(better, worse)
     low, high = delta.interval()
     row.update(our_delta=delta.value, ci_low=low, ci_high=high,
-               compared=f"{_rows(better_rows)} vs {_rows(worse_rows)}")
+               compared=f"{_rows(better_rows)} vs {_rows(worse_rows)}"
+               + _unequal_pretraining(cells, claim, better_rows, worse_rows))
     if math.isnan(low):
         return {**row, "verdict": f"not computable ({delta.reason or 'undefined metric'})"}
     return {**row, "verdict": verdict(claim, low, high)}

@@ -87,6 +87,14 @@ def _model_label(info: dict) -> str:
     return label
 
 
+def _pretraining_sequences(info: dict) -> Optional[int]:
+    """Sequences the cell's model was pretrained on (at its export step where the run
+    fine-tuned one); None for a checkpoint pretrained elsewhere."""
+    model = info.get("model") or {}
+    steps = info.get("pretrain_step") or model.get("steps")
+    return steps * model["batch_size"] if steps and model.get("batch_size") else None
+
+
 def _reason(record: dict) -> str:
     status = record.get("status")
     if status == "running":
@@ -139,6 +147,7 @@ def cells_frame(records: list, estimates: Optional[dict] = None) -> pd.DataFrame
                 "parameters": ((info.get("model") or {}).get("parameters")),
                 "size": (info.get("model") or {}).get("size"),
                 "task": info.get("task"), "pretrain_step": info.get("pretrain_step"),
+                "pretrain_sequences": _pretraining_sequences(info),
                 "degenerate": len(degenerate or ()) if finished else 0,
                 "notes": "; ".join(notes), "run_id": record.get("run_id"),
                 "wall_seconds": record.get("wall_seconds"),
@@ -146,7 +155,8 @@ def cells_frame(records: list, estimates: Optional[dict] = None) -> pd.DataFrame
     columns = ["scale", "table", "row", "column", "metric", "status", "ours", "std", "seeds",
                "ci_low", "ci_high", "ci_note", "best_run", "paper", "paper_split", "diff",
                "reason", "model", "parameters",
-               "size", "task", "pretrain_step", "degenerate", "notes", "run_id", "wall_seconds"]
+               "size", "task", "pretrain_step", "pretrain_sequences", "degenerate", "notes",
+               "run_id", "wall_seconds"]
     return pd.DataFrame(rows, columns=columns)
 
 

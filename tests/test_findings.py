@@ -60,6 +60,34 @@ def test_one_claim_na_not_computable_and_perplexity_direction():
         "n/a (fewer than two model sizes have MNLI-m at this scale)")
 
 
+def test_rows_pretrained_on_different_budgets_are_flagged():
+    cells = _cells([("table6", "L4/H256/A4", "LM ppl", "ok", "big", 11e6),
+                    ("table6", "L2/H128/A2", "LM ppl", "ok", "small", 4e6)])
+    estimates = {("big", "m"): Estimate(90.0, np.array([89.0, 91.0])),
+                 ("small", "m"): Estimate(100.0, np.array([99.0, 101.0]))}
+    [ppl, *_] = findings.table6_claims(cells)
+    cells["pretrain_sequences"] = [268_800, 960_000]
+    assert findings.evaluate(ppl, cells, estimates)["compared"] == (
+        "L4/H256/A4 vs L2/H128/A2 (unequal pretraining: 269k vs 960k sequences)")
+    cells["pretrain_sequences"] = [960_000, 960_000]
+    assert findings.evaluate(ppl, cells, estimates)["compared"] == "L4/H256/A4 vs L2/H128/A2"
+    cells["pretrain_sequences"] = [268_800, None]  # the shipped checkpoint: no budget known
+    assert findings.evaluate(ppl, cells, estimates)["compared"] == "L4/H256/A4 vs L2/H128/A2"
+
+
+def test_a_cell_knows_the_sequences_its_model_was_pretrained_on():
+    model = {"size": "mini", "label": "L4/H256/A4", "steps": 4200, "batch_size": 64}
+    record = {"run_id": "ft", "status": "running", "scale": "cpu",
+              "cells": [{"table": "table6", "row": "L4/H256/A4", "column": "MNLI-m",
+                         "metric": "accuracy"}]}
+    final = tables.cells_frame([{**record, "info": {"model": model}}])
+    exported = tables.cells_frame([{**record, "info": {"model": model, "pretrain_step": 1500}}])
+    shipped = tables.cells_frame([{**record, "info": {"model": {"label": "MiniLM"}}}])
+    assert final["pretrain_sequences"].tolist() == [4200 * 64]
+    assert exported["pretrain_sequences"].tolist() == [1500 * 64]
+    assert shipped["pretrain_sequences"].isna().all()
+
+
 def test_the_best_of_several_rows_is_taken_per_resample():
     claim = next(c for c in findings.fixed_claims() if c.text.startswith("NER: fine-tuning"))
     cells = _cells([("table7", "Fine-tune BERT-BASE", "Dev F1", "ok", "ft", None),
