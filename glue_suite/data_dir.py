@@ -69,6 +69,12 @@ def no_data_directory(data_dir_flag: Optional[str]) -> bool:
     return not data_dir_flag and not os.path.isdir(resolve_data_dir(None))
 
 
+def set_up_data_dir(data_dir_flag: Optional[str]) -> Optional[str]:
+    """The data directory where there is one (`resolve_data_dir`), None where nothing is
+    set up (`no_data_directory`): what the tables read gold labels from."""
+    return None if no_data_directory(data_dir_flag) else resolve_data_dir(data_dir_flag)
+
+
 def tfds_hint(tfds_name: str) -> str:
     """The other way to provide a task's data, quoted in every missing-data error."""
     return (f"Or let tensorflow-datasets provide it ({tfds_name}): pass --source tfds, or "

@@ -50,7 +50,7 @@ from typing import Optional
 
 from bert_tf import provenance
 from bert_tf.cli import run_main
-from glue_suite.data_dir import ENV_VAR, no_data_directory, resolve_data_dir
+from glue_suite.data_dir import ENV_VAR, no_data_directory, resolve_data_dir, set_up_data_dir
 from reproduce import rehearsal
 from reproduce.commands import STRATEGIES
 from reproduce.experiments import TABLES, build_plan
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         print("\ninterrupted: rerun the same command to resume", file=sys.stderr)
         return 130
     from reproduce import tables as tables_module  # pandas: not needed until the end
-    written = tables_module.build_tables(output_dir, data_dir)
+    written = tables_module.build_tables(output_dir, set_up_data_dir(args.data_dir))
     counts = {}
     for status in final.values():
         counts[status] = counts.get(status, 0) + 1

@@ -38,7 +38,7 @@ import pandas as pd
 from bert_tf import files, provenance
 from bert_tf.cli import run_main
 from bert_tf.portable_paths import DATA_DIR_VAR
-from glue_suite.data_dir import no_data_directory, resolve_data_dir
+from glue_suite.data_dir import set_up_data_dir
 from reproduce import findings, plots
 from reproduce import paper_numbers as paper
 from reproduce import statistics
@@ -412,8 +412,7 @@ def main(argv=None) -> int:
         print(f"error: no run records under {args.output_dir}/runs (run python -m "
               f"reproduce.all first)", file=sys.stderr)
         return 1
-    data_dir = None if no_data_directory(args.data_dir) else resolve_data_dir(args.data_dir)
-    written = build_tables(args.output_dir, data_dir)
+    written = build_tables(args.output_dir, set_up_data_dir(args.data_dir))
     print(f"wrote {len(written)} files to {os.path.join(args.output_dir, 'tables')}: "
           f"{', '.join(written)}")
     return 0

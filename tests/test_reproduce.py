@@ -555,9 +555,14 @@ def test_harness_without_a_data_directory_runs_from_tfds(minilm_dir, tmp_path, m
         filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")])))
     monkeypatch.chdir(tmp_path)  # no ./data here
     monkeypatch.delenv("BERT_DATA_DIR", raising=False)
+    from reproduce import tables
+    build_tables, read_gold_from = tables.build_tables, []
+    monkeypatch.setattr(tables, "build_tables", lambda output_dir, data_dir: (
+        read_gold_from.append(data_dir) or build_tables(output_dir, data_dir)))
     run_id = "cpu.finetune.default.rte"
     assert harness.main(["--strategy", "cpu", "--scale", "cpu", "--runs", run_id,
                          "--output_dir", "out", "--work_dir", "work", "--quiet"]) == 0
+    assert read_gold_from == [None]  # as `python -m reproduce.tables` here: no ./data
     record = load_record("out", run_id)
     assert record["status"] == "finished" and "--source" in record["argv"]
     assert record["info"]["data_notes"] == [
