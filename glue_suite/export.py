@@ -43,7 +43,7 @@ from bert_tf.export import text_spec, write_string_model
 from bert_tf.files import write_json
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer, pack_inputs
 from glue_suite.features import FeatureSettings
-from glue_suite.finetune import NUM_CHOICES
+from glue_suite.task_models import NUM_CHOICES
 from glue_suite.squad_readers import _SQUAD_WHITESPACE
 from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TOKEN,
                               TaskSpec, get_task)
@@ -123,7 +123,7 @@ def export_task_model(model: keras.Model, task: str, tokenizer: BertTokenizer,
     """Writes the SavedModel described above, and assets.extra/.
 
     Args:
-        model: the fine-tuned model (`finetune.build_model` of the task's kind).
+        model: the fine-tuned model (`task_models.build_model` of the task's kind).
         task: its task (the evaluated one, e.g. squad2.0 for a --train_task squad1.1 run).
         tokenizer: the checkpoint's tokenizer, as used for the features.
         settings: max_seq_length (and SQuAD's doc_stride, max_query_length).

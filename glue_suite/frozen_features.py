@@ -1,5 +1,5 @@
 """Feature-based runs (paper Table 7) on cached layers: the frozen encoder reads each split
-once, and the tagger (FeatureCombiner -> 2-layer BiLSTM -> tags, `finetune.build_tagger`)
+once, and the tagger (FeatureCombiner -> 2-layer BiLSTM -> tags, `task_models.build_tagger`)
 trains every epoch, of every run of the grid, on what it wrote down.
 
     features ─► frozen encoder, once per split ─► LayerCache ─► batches ─► tagger ─► logits
@@ -13,7 +13,7 @@ the encoder, which reads the whole window, as the paper puts it: "In the input t
 ... we include the maximal document context" (Section 5.3). A CoNLL-2003 window holds
 124 real tokens on average and its sentence 18 pieces, so a cache of whole windows would
 be 7x larger (concat_last_four of MiniLM over train, dev and test: 7.4 GiB in float16,
-against 1.1 GiB) and the BiLSTM 7x slower. `finetune.build_feature_model` is the same
+against 1.1 GiB) and the BiLSTM 7x slower. `task_models.build_feature_model` is the same
 tagger on the encoder's outputs in one model; tests/test_frozen_features.py holds the
 two to the same logits.
 

@@ -46,7 +46,7 @@ from bert_tf.cli import InputError, check_output_file, run_main
 from bert_tf.tokenization import load_vocab
 from glue_suite import predictions, readers, squad_postprocess
 from glue_suite.export import read_task_file
-from glue_suite.finetune import SquadOptions
+from glue_suite.scoring import SquadOptions
 from glue_suite.tasks import CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, get_task
 
 

@@ -237,7 +237,7 @@ def write_split(spec: TaskSpec, split: str, examples: Sequence, predictions,
         split: the split's name (e.g. "dev", "dev_mismatched"), part of the file name;
             SQuAD files have fixed names (one dev split).
         examples: the split's examples, in prediction order.
-        predictions: `finetune.Evaluation.predictions` of the split.
+        predictions: `scoring.Evaluation.predictions` of the split.
         output_dir: the run's directory.
     """
     return _SPLIT_WRITERS[spec.kind](spec, split, examples, predictions, output_dir)
@@ -283,7 +283,7 @@ def write_restart(spec: TaskSpec, split: str, examples: Sequence, predictions,
     """One restart's predictions of a labelled split (`restart_dir`); returns the paths.
 
     Args:
-        predictions: `finetune.Evaluation.predictions`.
+        predictions: `scoring.Evaluation.predictions`.
     """
     paths = [os.path.join(directory, name) for name in _RESTART_NAMES[spec.kind](spec, split)]
     os.makedirs(directory, exist_ok=True)

@@ -76,7 +76,8 @@ from bert_tf.cli import InputError, check_output_dir, run_main
 from bert_tf.heads import FEATURE_MODES
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
-from glue_suite import export, finetune, outputs, predictions, readers, timings
+from glue_suite import (export, finetune, outputs, predictions, readers, scoring, task_models,
+                        timings)
 from glue_suite.data_dir import MissingDataError
 from glue_suite.frozen_features import LayerCache
 from glue_suite.grid_progress import GridProgress, grid_identity
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line (the harness parses its planned commands with it). One statement
     per flag, in --help order: a long function, but a flat list reads best."""
     # Defaults of settings that have a class come from it, their one home.
-    train, squad = finetune.TrainSettings, finetune.SquadOptions
+    train, squad = finetune.TrainSettings, scoring.SquadOptions
     p = argparse.ArgumentParser(prog="python -m glue_suite.run", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=list(TASKS))
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tpu", default=None,
                    help="with --strategy tpu: TPU name, grpc://host:port or 'local'")
     p.add_argument("--precision", choices=finetune.PRECISIONS, default="float32")
-    p.add_argument("--head", choices=finetune.HEADS, default=train.head,
+    p.add_argument("--head", choices=task_models.HEADS, default=train.head,
                    help="dense: BERT's output layer; bilstm: a randomly initialised "
                         "2-layer BiLSTM over the fine-tuned sequence output (Table 5)")
     p.add_argument("--feature_mode", choices=FEATURE_MODES,
@@ -334,9 +335,9 @@ def encode_frozen(config: RunConfig, checkpoint: Checkpoint, splits: Splits) -> 
 class GridResult:
     """The grid's runs, and what the outputs need of the best one on dev."""
     runs: list  # {"learning_rate", "seed", "metrics", "degenerate", "train"} per grid point
-    summary: dict  # finetune.summarize_grid(runs)
+    summary: dict  # scoring.summarize_grid(runs)
     best_model: object  # keras.Model of runs[summary["best"]]
-    best_evaluations: list  # its finetune.Evaluation of every evaluation split
+    best_evaluations: list  # its scoring.Evaluation of every evaluation split
     progress: GridProgress  # every run's dev predictions, on disk
 
     @property
@@ -345,13 +346,13 @@ class GridResult:
 
 
 def evaluate_split(config: RunConfig, model, split: Split, labelled: bool,
-                   tokenizer: Optional[BertTokenizer] = None) -> finetune.Evaluation:
+                   tokenizer: Optional[BertTokenizer] = None) -> scoring.Evaluation:
     """The model's predictions on one split and, if `labelled`, their metrics."""
     predicted = finetune.predict(model, split.features, config.train.eval_batch_size,
                                  get_task(config.task).kind, config.train.length_multiple,
                                  config.train.verbose, split.layers)
-    return finetune.evaluate(get_task(config.task), split.examples, split.features,
-                             predicted, labelled, tokenizer, config.squad)
+    return scoring.evaluate(get_task(config.task), split.examples, split.features,
+                            predicted, labelled, tokenizer, config.squad)
 
 
 def _named_metrics(evals: list[Split], evaluations: list) -> dict:
@@ -383,7 +384,7 @@ def _scores(metrics: dict) -> str:
 class _GridPoint(NamedTuple):
     model: object  # keras.Model
     entry: dict  # the point's entry in GridResult.runs
-    evaluations: list  # finetune.Evaluation per evaluation split
+    evaluations: list  # scoring.Evaluation per evaluation split
 
 
 def _train_grid_point(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
@@ -443,12 +444,12 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
         logger.info("run %d/%d: %s%s", number, len(points), _scores(point.entry["metrics"]),
                     "  DEGENERATE: every dev prediction is the same"
                     if point.entry["degenerate"] else "")
-        summary = finetune.summarize_grid(runs, spec.main_metric)
+        summary = scoring.summarize_grid(runs, spec.main_metric)
         is_best = summary["best"] == len(runs) - 1
         progress.save(point.entry, point.model if is_best else None)
         if is_best:  # only the best model so far stays in memory
             best_model, best_evaluations = point.model, point.evaluations
-    summary = finetune.summarize_grid(runs, spec.main_metric)
+    summary = scoring.summarize_grid(runs, spec.main_metric)
     _log_grid(summary, runs)
     if best_model is None:  # the best point was finished by an earlier run
         best_model, best_evaluations = _restore_best(config, checkpoint, tokenizer, splits,

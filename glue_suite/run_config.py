@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 from glue_suite import features as feats
-from glue_suite import finetune
+from glue_suite import finetune, scoring
 from glue_suite.data_dir import resolve_source
 from glue_suite.export import check_exportable
 from glue_suite.tasks import TOKEN, TaskSpec, get_task
@@ -67,7 +67,7 @@ class RunConfig:
     seeds: tuple
     train: finetune.TrainSettings
     features: feats.FeatureSettings
-    squad: finetune.SquadOptions
+    squad: scoring.SquadOptions
     strategy: str
     tpu: Optional[str]
     precision: str
@@ -157,6 +157,6 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         learning_rates=tuple(args.learning_rates) if args.learning_rates else None,
         learning_rate_grid="--learning_rates" if args.learning_rates else None,
         seeds=tuple(range(args.seeds)), train=train, features=features,
-        squad=finetune.SquadOptions(args.n_best_size, args.max_answer_length,
-                                    args.null_score_diff_threshold),
+        squad=scoring.SquadOptions(args.n_best_size, args.max_answer_length,
+                                   args.null_score_diff_threshold),
         strategy=args.strategy, tpu=args.tpu, precision=args.precision)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import heads
-from glue_suite import batching, finetune
+from glue_suite import batching, finetune, task_models
 from glue_suite.run import build_parser
 from glue_suite.run_config import resolve_config
 from glue_suite.tasks import TASKS
@@ -176,9 +176,9 @@ def test_training_pipelines_run_without_autotuning(length_multiple):
 # ---------------------------------------------------------------------------------------
 
 def _model(checkpoint, task, head="dense"):
-    encoder = finetune.build_encoder(checkpoint, dropout=0.0)
-    return finetune.build_model(TASKS[task], encoder, None, dropout=0.0, head=head,
-                                bilstm_units=8)
+    encoder = task_models.build_encoder(checkpoint, dropout=0.0)
+    return task_models.build_model(TASKS[task], encoder, None, dropout=0.0, head=head,
+                                   bilstm_units=8)
 
 
 @pytest.mark.parametrize("task,head,shape", [
@@ -189,7 +189,7 @@ def test_trimmed_batch_gives_the_padded_batchs_outputs(checkpoint, task, head, s
     features = padded_rows(6, shape, min_length=2)
     features["input_mask"][..., 0, :] = 0  # one row as short as possible
     features["input_mask"][..., 0, :2] = 1
-    inputs = finetune.model_inputs(features)
+    inputs = task_models.model_inputs(features)
     length = int(batching.row_lengths(features["input_mask"]).max())
     model = _model(checkpoint, task, head)
     padded = model(inputs)
@@ -203,12 +203,12 @@ def test_trimmed_batch_gives_the_padded_batchs_outputs(checkpoint, task, head, s
 
 
 def test_feature_model_gives_the_same_outputs_trimmed(checkpoint):
-    encoder = finetune.build_encoder(checkpoint, dropout=0.0)
-    model = finetune.build_feature_model(TASKS["conll2003"], encoder, None,
-                                         heads.FEATURE_MODES[0], bilstm_units=8, dropout=0.0)
+    encoder = task_models.build_encoder(checkpoint, dropout=0.0)
+    model = task_models.build_feature_model(TASKS["conll2003"], encoder, None,
+                                            heads.FEATURE_MODES[0], bilstm_units=8, dropout=0.0)
     features = padded_rows(4)
     # The sentence: every real token but [CLS].
-    inputs = {**finetune.model_inputs(features), "sentence_mask": features["input_mask"].copy()}
+    inputs = {**task_models.model_inputs(features), "sentence_mask": features["input_mask"].copy()}
     inputs["sentence_mask"][:, 0] = 0
     length = int(batching.row_lengths(features["input_mask"]).max())
     mask = features["input_mask"][:, :length].astype(bool)
@@ -222,7 +222,7 @@ def test_per_position_loss_does_not_depend_on_padding(checkpoint, task):
     """Span logits mask padding; NER averages over scored pieces, not positions."""
     spec = TASKS[task]
     model = _model(checkpoint, task)
-    finetune.compile_model(model, spec.kind, keras.optimizers.SGD(0.0))
+    task_models.compile_model(model, spec.kind, keras.optimizers.SGD(0.0))
     features = padded_rows(4)
     lengths = batching.row_lengths(features["input_mask"])
     length = int(lengths.max())
@@ -268,7 +268,7 @@ def test_prediction_order_is_restored(checkpoint, task):
     trimmed = finetune.predict(model, features, 8, spec.kind, length_multiple=8, verbose=0)
     padded = finetune.predict(model, features, 8, spec.kind, length_multiple=0, verbose=0)
     # Row by row, in feature order, without batching at all.
-    one_by_one = [model({k: features[k][i:i + 1] for k in finetune.INPUT_NAMES})
+    one_by_one = [model({k: features[k][i:i + 1] for k in task_models.INPUT_NAMES})
                   for i in range(37)]
     expected = keras.tree.map_structure(
         lambda *rows: np.concatenate([np.asarray(r) for r in rows]), *one_by_one)
@@ -278,7 +278,7 @@ def test_prediction_order_is_restored(checkpoint, task):
         assert got_trimmed.shape == got_padded.shape == want.shape
         if spec.kind in ("span", "token"):  # padding positions hold PADDING_LOGIT
             mask = features["input_mask"].astype(bool)
-            assert (got_trimmed[~mask] == finetune.PADDING_LOGIT).all()
+            assert (got_trimmed[~mask] == task_models.PADDING_LOGIT).all()
             got_trimmed, got_padded, want = got_trimmed[mask], got_padded[mask], want[mask]
         np.testing.assert_allclose(got_trimmed, want, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(got_padded, want, rtol=1e-4, atol=1e-4)

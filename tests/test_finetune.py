@@ -13,7 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as F
-from glue_suite import finetune
+from glue_suite import finetune, scoring, task_models, tasks
 from glue_suite.readers import InputExample, NerSentence
 from glue_suite.tasks import TASKS
 
@@ -54,21 +54,21 @@ def random_inputs(shape, seed=0):
     ("rte", (3, T), (3, 2)), ("stsb", (3, T), (3,)), ("swag", (3, 4, T), (3, 4)),
     ("conll2003", (3, T), (3, T, 9))])
 def test_model_outputs_per_kind(checkpoint, task, shape, expected):
-    encoder = finetune.build_encoder(checkpoint)
-    model = finetune.build_model(TASKS[task], encoder, T)
+    encoder = task_models.build_encoder(checkpoint)
+    model = task_models.build_model(TASKS[task], encoder, T)
     outputs = model(random_inputs(shape))
     assert tuple(outputs.shape) == expected and outputs.dtype == "float32"
 
 
 def test_span_model_and_encoder_weights(checkpoint):
-    encoder = finetune.build_encoder(checkpoint, dropout=0.1)
+    encoder = task_models.build_encoder(checkpoint, dropout=0.1)
     # BERT's fine-tuning dropout replaces the checkpoint's (0.3 here).
     assert encoder.config.hidden_dropout_prob == encoder.config.attention_probs_dropout_prob == 0.1
     loaded = collect_weights({"encoder": encoder})
     assert loaded.keys() == checkpoint.weights.keys()
     for name, value in checkpoint.weights.items():
         np.testing.assert_array_equal(loaded[name], value)
-    model = finetune.build_model(TASKS["squad1.1"], encoder, T)
+    model = task_models.build_model(TASKS["squad1.1"], encoder, T)
     outputs = model(random_inputs((2, T)))
     assert set(outputs) == {"start_logits", "end_logits"}
     assert tuple(outputs["start_logits"].shape) == (2, T)
@@ -77,7 +77,7 @@ def test_span_model_and_encoder_weights(checkpoint):
 
 def test_multiple_choice_scores_each_sequence_on_its_own(checkpoint):
     """Permuting the choices permutes the logits: one [CLS] score per sequence."""
-    model = finetune.build_model(TASKS["swag"], finetune.build_encoder(checkpoint), T)
+    model = task_models.build_model(TASKS["swag"], task_models.build_encoder(checkpoint), T)
     inputs = random_inputs((2, 4, T))
     order = [2, 0, 3, 1]
     logits = model(inputs).numpy()
@@ -86,8 +86,8 @@ def test_multiple_choice_scores_each_sequence_on_its_own(checkpoint):
 
 
 def test_mixed_bfloat16_model(checkpoint):
-    encoder = finetune.build_encoder(checkpoint, dtype="mixed_bfloat16")
-    model = finetune.build_model(TASKS["rte"], encoder, T, dtype="mixed_bfloat16")
+    encoder = task_models.build_encoder(checkpoint, dtype="mixed_bfloat16")
+    model = task_models.build_model(TASKS["rte"], encoder, T, dtype="mixed_bfloat16")
     outputs = model(random_inputs((2, T)))
     assert outputs.dtype == "float32"  # logits in float32 for the loss
     assert encoder(random_inputs((2, T)))["sequence_output"].dtype == "bfloat16"
@@ -95,8 +95,8 @@ def test_mixed_bfloat16_model(checkpoint):
 
 
 def _compiled(checkpoint, task):
-    model = finetune.build_model(TASKS[task], finetune.build_encoder(checkpoint, 0.0), T, 0.0)
-    finetune.compile_model(model, TASKS[task].kind, keras.optimizers.SGD(0.0))
+    model = task_models.build_model(TASKS[task], task_models.build_encoder(checkpoint, 0.0), T, 0.0)
+    task_models.compile_model(model, TASKS[task].kind, keras.optimizers.SGD(0.0))
     return model
 
 
@@ -153,11 +153,11 @@ def test_fine_tune_learns_a_toy_task(checkpoint):
     assert history["loss"][-1] < 0.3 < 0.6 < history["loss"][0]
     assert model.optimizer.iterations.numpy() == 40
     assert model.jit_compile is False  # TrainSettings' default, not Keras's "auto"
-    logits = finetune.predict(model, features, batch_size=32, kind=finetune.CLASSIFICATION,
+    logits = finetune.predict(model, features, batch_size=32, kind=tasks.CLASSIFICATION,
                               length_multiple=settings.length_multiple, verbose=0)
     examples = [InputExample(str(i), "", "", TASKS["rte"].labels[label])
                 for i, label in enumerate(labels)]
-    evaluation = finetune.evaluate(TASKS["rte"], examples, features, logits, True)
+    evaluation = scoring.evaluate(TASKS["rte"], examples, features, logits, True)
     assert evaluation.metrics["accuracy"] == 100.0 and not evaluation.degenerate
 
 
@@ -174,8 +174,8 @@ def test_train_steps():
     ("rte", (3, T), (3, 2)), ("stsb", (3, T), (3,)), ("swag", (3, 4, T), (3, 4)),
     ("conll2003", (3, T), (3, T, 9))])
 def test_bilstm_head_outputs_per_kind(checkpoint, task, shape, expected):
-    encoder = finetune.build_encoder(checkpoint)
-    model = finetune.build_model(TASKS[task], encoder, T, head="bilstm", bilstm_units=8)
+    encoder = task_models.build_encoder(checkpoint)
+    model = task_models.build_model(TASKS[task], encoder, T, head="bilstm", bilstm_units=8)
     outputs = model(random_inputs(shape))
     assert tuple(outputs.shape) == expected and outputs.dtype == "float32"
     head = model.get_layer("head")
@@ -185,14 +185,14 @@ def test_bilstm_head_outputs_per_kind(checkpoint, task, shape, expected):
 
 
 def test_bilstm_span_head(checkpoint):
-    model = finetune.build_model(TASKS["squad1.1"], finetune.build_encoder(checkpoint), T,
-                                 head="bilstm", bilstm_units=8)
+    model = task_models.build_model(TASKS["squad1.1"], task_models.build_encoder(checkpoint), T,
+                                    head="bilstm", bilstm_units=8)
     outputs = model(random_inputs((2, T)))
     assert {k: tuple(v.shape) for k, v in outputs.items()} == {
         "start_logits": (2, T), "end_logits": (2, T)}
     assert model.get_layer("head").num_outputs == 2
     with pytest.raises(ValueError, match="unknown head"):
-        finetune.build_model(TASKS["rte"], finetune.build_encoder(checkpoint), T, head="crf")
+        task_models.build_model(TASKS["rte"], task_models.build_encoder(checkpoint), T, head="crf")
 
 
 @pytest.fixture(scope="module")
@@ -216,16 +216,16 @@ def test_feature_model_per_mode(deep_checkpoint, checkpoint, caplog):
     x = random_inputs((2, T))
     x["sentence_mask"] = np.zeros((2, T), np.int32)
     x["sentence_mask"][:, 3:9] = 1
-    reference = finetune.build_encoder(checkpoint)(x, training=False)["encoder_outputs"]
+    reference = task_models.build_encoder(checkpoint)(x, training=False)["encoder_outputs"]
     hidden = checkpoint.config.hidden_size
     for mode in heads.FEATURE_MODES:
-        encoder = finetune.build_encoder(checkpoint, dropout=0.1)
-        model = finetune.build_feature_model(TASKS["conll2003"], encoder, T, mode,
-                                             bilstm_units=8)
+        encoder = task_models.build_encoder(checkpoint, dropout=0.1)
+        model = task_models.build_feature_model(TASKS["conll2003"], encoder, T, mode,
+                                                bilstm_units=8)
         logits = np.asarray(model(x, training=True))
         assert logits.shape == (2, T, 9)
-        assert np.all(logits[:, :3] == finetune.PADDING_LOGIT)
-        assert np.all(logits[:, 3:9] != finetune.PADDING_LOGIT)
+        assert np.all(logits[:, :3] == task_models.PADDING_LOGIT)
+        assert np.all(logits[:, 3:9] != task_models.PADDING_LOGIT)
         combiner = model.get_layer("tagger").get_layer("features")
         layers = keras.Model(model.inputs, model.get_layer("frozen_layers").output)
         width = 4 * hidden if mode == "concat_last_four" else hidden
@@ -238,12 +238,13 @@ def test_feature_model_per_mode(deep_checkpoint, checkpoint, caplog):
         assert not encoder.trainable and all(
             "encoder" not in w.path for w in model.trainable_weights), mode
     with pytest.raises(ValueError, match="token task"):
-        finetune.build_feature_model(TASKS["rte"], finetune.build_encoder(checkpoint), T,
-                                     "last")
+        task_models.build_feature_model(TASKS["rte"], task_models.build_encoder(checkpoint), T,
+                                        "last")
     # A 2-layer model (smoke runs) has fewer than four layers to concatenate: all 3 outputs.
     with caplog.at_level("WARNING", logger="glue_suite.frozen_features"):
-        model = finetune.build_feature_model(TASKS["conll2003"], finetune.build_encoder(shallow),
-                                             T, "concat_last_four", bilstm_units=8)
+        model = task_models.build_feature_model(
+            TASKS["conll2003"], task_models.build_encoder(shallow), T, "concat_last_four",
+            bilstm_units=8)
     assert model.get_layer("tagger").input["layers"].shape[-2:] == (3, hidden)
     assert "2-layer encoder: uses all its 3 outputs" in caplog.text
 
@@ -275,15 +276,15 @@ def test_constant_predictions_are_flagged_degenerate():
     labels = ["1"] * 279 + ["0"] * 129
     examples = [InputExample(str(i), "a", "b", label) for i, label in enumerate(labels)]
     constant = np.tile([[-1.0, 1.0]], (408, 1))
-    evaluation = finetune.evaluate(TASKS["mrpc"], examples, {}, constant, True)
+    evaluation = scoring.evaluate(TASKS["mrpc"], examples, {}, constant, True)
     assert evaluation.degenerate
     assert evaluation.metrics["accuracy"] == pytest.approx(68.38, abs=0.01)
     assert evaluation.metrics["f1"] == pytest.approx(81.22, abs=0.01)
     varied = constant.copy()
     varied[0] = [1.0, -1.0]
-    assert not finetune.evaluate(TASKS["mrpc"], examples, {}, varied, True).degenerate
-    scores = finetune.evaluate(TASKS["stsb"], [InputExample(str(i), "a", "b", float(i))
-                                               for i in range(5)], {}, np.full(5, 2.5), True)
+    assert not scoring.evaluate(TASKS["mrpc"], examples, {}, varied, True).degenerate
+    scores = scoring.evaluate(TASKS["stsb"], [InputExample(str(i), "a", "b", float(i))
+                                              for i in range(5)], {}, np.full(5, 2.5), True)
     assert scores.degenerate and math.isnan(scores.metrics["pearson"])
 
 
@@ -298,7 +299,7 @@ def test_ner_tags_from_first_piece_logits(tmp_path):
     logits[..., 0] = 1.0  # "O" everywhere, incl. context and continuation pieces
     rows, cols = np.nonzero(features["label_weights"])
     logits[rows, cols, features["labels"][rows, cols]] = 5.0
-    evaluation = finetune.evaluate(spec, sentences, features, logits, True)
+    evaluation = scoring.evaluate(spec, sentences, features, logits, True)
     assert evaluation.predictions == [list(s.tags) for s in sentences]
     assert evaluation.metrics["ner_f1"] == 100.0
 
@@ -310,7 +311,7 @@ def test_grid_summary():
     runs = [run(5e-5, 0, 60.0), run(5e-5, 1, 70.0), run(5e-5, 2, 65.0),
             run(2e-5, 0, 68.4, degenerate=True), run(2e-5, 1, float("nan")),
             run(3e-5, 0, 70.0)]
-    summary = finetune.summarize_grid(runs, "accuracy")
+    summary = scoring.summarize_grid(runs, "accuracy")
     assert summary["best"] == 1  # the first of two equal best runs
     assert (summary["best_learning_rate"], summary["best_seed"], summary["best_value"]) == (
         5e-5, 1, 70.0)
@@ -323,8 +324,8 @@ def test_grid_summary():
     assert second["mean"]["accuracy"] == pytest.approx(68.4) and second["std"]["accuracy"] == 0
     assert second["degenerate_runs"] == 1 and third["runs"] == 1 and third["std"]["f1"] == 0
     assert summary["degenerate_runs"] == [3]
-    nan_only = finetune.summarize_grid([run(1e-5, 0, float("nan")), run(1e-5, 1, 1.0)],
-                                       "accuracy")
+    nan_only = scoring.summarize_grid([run(1e-5, 0, float("nan")), run(1e-5, 1, 1.0)],
+                                      "accuracy")
     assert nan_only["best"] == 1
     with pytest.raises(ValueError):
-        finetune.summarize_grid([], "accuracy")
+        scoring.summarize_grid([], "accuracy")

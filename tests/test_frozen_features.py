@@ -8,7 +8,7 @@ import pytest
 from bert_tf.checkpoints import read_checkpoint, save_checkpoint
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
-from glue_suite import batching, finetune
+from glue_suite import batching, task_models
 from glue_suite import frozen_features as ff
 from glue_suite.tasks import TASKS
 
@@ -51,8 +51,8 @@ def ner_rows(rows=ROWS, seed=0) -> dict:
 
 def one_model(checkpoint, mode, seed=0):
     """The one-model path, with non-uniform layer weights so that mixing is tested."""
-    encoder = finetune.build_encoder(checkpoint, dropout=0.1)
-    model = finetune.build_feature_model(SPEC, encoder, None, mode, bilstm_units=8)
+    encoder = task_models.build_encoder(checkpoint, dropout=0.1)
+    model = task_models.build_feature_model(SPEC, encoder, None, mode, bilstm_units=8)
     combiner = model.get_layer("tagger").get_layer("features")
     if hasattr(combiner, "layer_weights"):
         combiner.layer_weights.assign(np.random.default_rng(seed).normal(
@@ -66,11 +66,11 @@ def cached_logits(encoder, model, features, mode, encoded=None):
     cache, _ = ff.encode(encoder, features if encoded is None else encoded, layers,
                          batch_size=4, length_multiple=4)
     return ff.predict(model.get_layer("tagger"), cache, features, batch_size=3,
-                      length_multiple=4, fill=finetune.PADDING_LOGIT, verbose=0)
+                      length_multiple=4, fill=task_models.PADDING_LOGIT, verbose=0)
 
 
 def one_model_logits(model, features):
-    inputs = {k: features[k] for k in (*finetune.INPUT_NAMES, "sentence_mask")}
+    inputs = {k: features[k] for k in (*task_models.INPUT_NAMES, "sentence_mask")}
     return np.asarray(model(inputs, training=False))
 
 
@@ -95,19 +95,19 @@ def test_cached_layers_give_the_one_models_logits(checkpoint, mode, monkeypatch)
     encoder, model = one_model(checkpoint, mode)
     expected = one_model_logits(model, features)
     sentence = features["sentence_mask"].astype(bool)
-    assert np.all(expected[~sentence] == finetune.PADDING_LOGIT)
+    assert np.all(expected[~sentence] == task_models.PADDING_LOGIT)
     scale = np.abs(expected[sentence]).max()
 
     monkeypatch.setattr(ff, "STORAGE_DTYPE", np.float32)
     exact = cached_logits(encoder, model, features, mode)
     np.testing.assert_allclose(exact[sentence], expected[sentence], rtol=1e-4, atol=1e-4 * scale)
-    assert np.all(exact[~sentence] == finetune.PADDING_LOGIT)
+    assert np.all(exact[~sentence] == task_models.PADDING_LOGIT)
 
     monkeypatch.setattr(ff, "STORAGE_DTYPE", np.float16)
     stored = cached_logits(encoder, model, features, mode)
     tolerance = 3 * FLOAT16_ROUNDING * scale
     np.testing.assert_allclose(stored[sentence], expected[sentence], rtol=0, atol=tolerance)
-    assert np.all(stored[~sentence] == finetune.PADDING_LOGIT)
+    assert np.all(stored[~sentence] == task_models.PADDING_LOGIT)
     shifted = dict(features, sentence_mask=np.roll(features["sentence_mask"], 1, axis=1))
     misaligned = cached_logits(encoder, model, features, mode, encoded=shifted)
     assert np.abs(misaligned[sentence] - expected[sentence]).max() > 10 * tolerance
@@ -115,7 +115,7 @@ def test_cached_layers_give_the_one_models_logits(checkpoint, mode, monkeypatch)
 
 def test_cache_holds_the_modes_layers_at_the_sentences_pieces_only(checkpoint):
     features = ner_rows()
-    encoder = finetune.build_encoder(checkpoint)
+    encoder = task_models.build_encoder(checkpoint)
     layers = ff.read_layers("concat_last_four", 4)
     cache, stats = ff.encode(encoder, features, layers, batch_size=4, length_multiple=4)
     tokens = int(features["sentence_mask"].sum())  # no padding, no context
@@ -136,7 +136,7 @@ def test_training_batches_follow_the_runs_seed_batch_size_and_bucketing(checkpoi
     the same order for the same seed, cut to the bucketed longest sentence), with each
     row's cached layers and its labels left-aligned beside them."""
     features = ner_rows(ROWS * 4)  # 36 rows
-    cache, _ = ff.encode(finetune.build_encoder(checkpoint), features,
+    cache, _ = ff.encode(task_models.build_encoder(checkpoint), features,
                          ff.read_layers("last", 4), batch_size=8, length_multiple=4)
     starts, lengths = ff.sentence_spans(features["sentence_mask"])
     aligned = {k: ff.left_aligned(features[k], starts, lengths)
@@ -169,7 +169,7 @@ def test_training_batches_follow_the_runs_seed_batch_size_and_bucketing(checkpoi
 def test_layer_files_serve_any_mode_and_are_rebuilt_when_unreadable(checkpoint, tmp_path,
                                                                      caplog):
     features = ner_rows()
-    encoder = finetune.build_encoder(checkpoint)
+    encoder = task_models.build_encoder(checkpoint)
     key = {"weights_sha256": "abc", "dtype": "float32"}
 
     def encode(layers, key=key):

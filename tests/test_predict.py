@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from bert_tf.cli import run_main
 from bert_tf.tokenization import BertTokenizer
-from glue_suite import export, finetune, predict, predictions, readers, run
+from glue_suite import export, predict, predictions, readers, run, task_models
 from glue_suite import features as F
 from glue_suite.squad_readers import squad_examples
 from glue_suite.tasks import TASKS
@@ -95,7 +95,7 @@ def test_saved_model_gives_the_runs_dev_predictions(world, exported, tmp_path, t
     tokenizer = tokenizer_of(world)
     features = F.convert_examples(task, examples, tokenizer, F.FeatureSettings(48),
                                   labelled=False, training=False)
-    logits = model(finetune.model_inputs(features), training=False)
+    logits = model(task_models.model_inputs(features), training=False)
     np.testing.assert_allclose(served, tf.nn.softmax(logits, -1).numpy(), atol=1e-4)
 
 

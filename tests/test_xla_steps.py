@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from glue_suite import finetune
+from glue_suite import task_models, tasks
 from glue_suite.tasks import TASKS
 from tests.test_finetune import (T, checkpoint, deep_checkpoint,  # noqa: F401 (fixtures)
                                  random_inputs)
@@ -42,11 +42,11 @@ def test_pretraining_steps_compile_in_both_phases(data, tmp_path, objective):
 def _labels(task, batch):
     kind = TASKS[task].kind
     rng = np.random.default_rng(0)
-    if kind == finetune.SPAN:
+    if kind == tasks.SPAN:
         return {"start_logits": rng.integers(0, T, batch), "end_logits": rng.integers(0, T, batch)}
-    if kind == finetune.REGRESSION:
+    if kind == tasks.REGRESSION:
         return rng.random(batch).astype("float32") * 5
-    if kind == finetune.TOKEN:
+    if kind == tasks.TOKEN:
         return rng.integers(0, len(TASKS[task].labels), (batch, T))
     return rng.integers(0, len(TASKS[task].labels), batch)
 
@@ -56,19 +56,19 @@ def _labels(task, batch):
     ("conll2003", None), ("mrpc", "bilstm"), ("conll2003", "concat_last_four")])
 def test_finetuning_steps_compile(checkpoint, deep_checkpoint, task, variant):
     spec, batch = TASKS[task], 2
-    shape = (batch, len(spec.labels), T) if spec.kind == finetune.MULTIPLE_CHOICE else (batch, T)
+    shape = (batch, len(spec.labels), T) if spec.kind == tasks.MULTIPLE_CHOICE else (batch, T)
     if variant == "concat_last_four":  # what a feature-based run trains: the tagger
         hidden = deep_checkpoint.config.hidden_size
-        model = finetune.build_tagger(spec, 4, hidden, variant, 8, 0.1)
+        model = task_models.build_tagger(spec, 4, hidden, variant, 8, 0.1)
         inputs = {"layers": np.random.default_rng(0).normal(
                       size=(batch, T, 4, hidden)).astype("float32"),
                   "sentence_mask": np.ones((batch, T), "int32")}
     else:
-        encoder = finetune.build_encoder(checkpoint, 0.1)
-        model = finetune.build_model(spec, encoder, T, 0.1, head=variant or "dense",
-                                     bilstm_units=8)
+        encoder = task_models.build_encoder(checkpoint, 0.1)
+        model = task_models.build_model(spec, encoder, T, 0.1, head=variant or "dense",
+                                        bilstm_units=8)
         inputs = random_inputs(shape)
-    finetune.compile_model(model, spec.kind, keras.optimizers.AdamW(1e-3))
+    task_models.compile_model(model, spec.kind, keras.optimizers.AdamW(1e-3))
     model.jit_compile = True
     loss = model.train_on_batch(inputs, _labels(task, batch))
     assert np.all(np.isfinite(loss))

@@ -24,7 +24,7 @@ import tensorflow as tf
 from bert_tf import optimization, timing
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
-from glue_suite import finetune, tasks
+from glue_suite import task_models, tasks
 
 MINILM = BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                     intermediate_size=1536)
@@ -45,9 +45,9 @@ def traced_train_step(variant) -> tuple[float, int, int]:
     spec = tasks.get_task("cola")
     encoder = BertEncoder(MINILM, name="encoder")
     encoder.build()
-    model = finetune.build_model(spec, encoder, None)
+    model = task_models.build_model(spec, encoder, None)
     optimizer = variant(optimization.create_optimizer(1e-4, 1000, 100, clipnorm=1.0))
-    finetune.compile_model(model, spec.kind, optimizer)
+    task_models.compile_model(model, spec.kind, optimizer)
     ids = tf.ones((32, 16), tf.int32)
     features = {"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros_like(ids)}
     model._symbolic_build(data_batch=(features, tf.zeros((32,), tf.int32)))
