@@ -156,12 +156,17 @@ def _negated(estimate: Estimate) -> Estimate:
     return Estimate(-estimate.value, replicates, estimate.reason)
 
 
+def _claim_cells(cells: pd.DataFrame, claim: Claim, rows: tuple) -> pd.DataFrame:
+    """The cells of `rows` in the claim's table and column."""
+    return cells[(cells["table"] == claim.table) & (cells["column"] == claim.column)
+                 & cells["row"].isin(rows)]
+
+
 def _side(cells: pd.DataFrame, claim: Claim, rows: tuple, estimates: dict):
     """(the best of the rows' estimates, the rows used) or (None, why not)."""
     if not rows:  # Table 6 with fewer than two sizes
         return None, f"fewer than two model sizes have {claim.column} at this scale"
-    match = cells[(cells["table"] == claim.table) & (cells["column"] == claim.column)
-                  & cells["row"].isin(rows)]
+    match = _claim_cells(cells, claim, rows)
     if match.empty:
         named = rows[0] if len(rows) == 1 else f"any of {len(rows)} rows"
         return None, f"no {named} cell for {claim.column} at this scale"
@@ -189,11 +194,8 @@ def _rows(rows: tuple) -> str:
 
 
 def _sequences(cells: pd.DataFrame, claim: Claim, rows: tuple) -> set:
-    if "pretrain_sequences" not in cells:
-        return set()
-    match = cells[(cells["table"] == claim.table) & (cells["column"] == claim.column)
-                  & cells["row"].isin(rows)]
-    return set(match["pretrain_sequences"].dropna().astype(int))
+    sequences = _claim_cells(cells, claim, rows)["pretrain_sequences"]
+    return set(sequences.dropna().astype(int))
 
 
 def _thousands(counts: set) -> str:

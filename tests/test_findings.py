@@ -33,10 +33,12 @@ def test_verdict_rules(low, high, as_good_as, expected):
 
 
 def _cells(rows):
-    """A cells frame of (table, row, column, status, run_id, parameters) rows."""
+    """A cells frame of (table, row, column, status, run_id, parameters) rows, pretraining
+    budgets unknown (as for a checkpoint pretrained elsewhere)."""
     return pd.DataFrame([{"scale": "cpu", "table": t, "row": r, "column": c, "metric": "m",
                           "status": s, "reason": "" if s == "ok" else "no data",
-                          "run_id": run, "parameters": p} for t, r, c, s, run, p in rows])
+                          "run_id": run, "parameters": p, "pretrain_sequences": None}
+                         for t, r, c, s, run, p in rows])
 
 
 def test_one_claim_na_not_computable_and_perplexity_direction():
