@@ -41,8 +41,9 @@ ELSEWHERE = "<elsewhere>"
 # An absolute path inside free text (a command, a log line, an error): a "/" that starts
 # a word (not the "/" of gs://b/x, 80/10/10 or $BERT_DATA_DIR/x), up to a character that
 # ends a path in text. ":" ends one, so TensorFlow's device names stay whole words
-# ("/job:localhost/replica:0" -> "/job").
-_ABSOLUTE = re.compile(r"(?<![\w.~:/$@+\-<>])/[^\s'\"`<>|;,()\[\]{}=:\\]+")
+# ("/job:localhost/replica:0" -> "/job"). A path right after "@" is one too: a checkout in
+# glue_suite.benchmark's `glue_suite@DIR` recipe.
+_ABSOLUTE = re.compile(r"(?<![\w.~:/$+\-<>])/[^\s'\"`<>|;,()\[\]{}=:\\]+")
 # Paths that name the same thing on every machine: left as they are.
 _SYSTEM = ("/dev/", "/proc/", "/sys/", "/etc/", "/bin/", "/usr/bin/")
 # Top-level directories that hold a machine's own files; no committed file names one

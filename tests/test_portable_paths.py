@@ -114,3 +114,5 @@ def test_machine_paths_finds_a_machines_paths_and_nothing_else():
                      "gs://b/tmp/x /dev/null $BERT_DATA_DIR/x <elsewhere>/x runs/x"])
     assert machine_paths(text) == paths
     assert machine_paths(f"cwd {os.getcwd()}/bert_tf") == [f"{os.getcwd()}/bert_tf"]
+    # A checkout named in a recipe (glue_suite.benchmark's glue_suite@DIR).
+    assert machine_paths(f"--recipes glue_suite,glue_suite@{paths[0]}") == [paths[0]]
