@@ -90,7 +90,8 @@ class AdamW(keras.optimizers.AdamW):
     fine-tuning and 1.08x for Tiny's pretraining (results/benchmark/fused_adam_ab.py,
     8 rounds; the intervals' lower bounds 1.03). The arithmetic is
     Keras's (bias-corrected step size, epsilon added to sqrt(v)); weight decay and
-    clipping stay Keras's, applied before the update as there. Distributed variables
+    clipping stay Keras's, applied before the update as there, except that an embedding
+    gradient's norm is its dense sum's (`_backend_apply_gradients`). Distributed variables
     (Mirrored, TPU), other dtypes, amsgrad and other backends take Keras's own update.
 
     On one replica (the default strategy, OneDeviceStrategy) the step's scalars (the
@@ -133,19 +134,33 @@ class AdamW(keras.optimizers.AdamW):
         for gradient, variable in zip(grads, variables):
             self._update(gradient, variable, learning_rate, scalars)
 
+    def _backend_apply_gradients(self, grads, trainable_variables):
+        # An embedding lookup's gradient is IndexedSlices. Keras's global-norm clipping
+        # squares its slices before a repeated token's rows are added up, so the norm it
+        # clips by is not the gradient's (tf.linalg.global_norm, the original's, does the
+        # same; its TPU lookups were one-hot matmuls with dense gradients, as PyTorch's
+        # are), and it makes the slices dense for the scaling, and the update again: each
+        # a pass over the [V, H] table. On one replica the gradient is made dense once,
+        # here, and clipped by its own norm; replicas keep the slices for their sparse
+        # all-reduce, and Keras's clipping.
+        if _one_replica(_tf_variables(trainable_variables)):
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
+        return super()._backend_apply_gradients(grads, trainable_variables)
+
     def _apply_weight_decay(self, variables):
         tf_variables = _tf_variables(variables)
         if self.weight_decay is None or not _one_replica(tf_variables):
             return super()._apply_weight_decay(variables)
-        learning_rate, rates = self.learning_rate, {}  # (wd, lr) by dtype
+        learning_rate, rates = self.learning_rate, {}  # weight decay x lr, by dtype
         for variable in tf_variables:
             if not self._use_weight_decay(variable):
                 continue
             if variable.dtype not in rates:
-                rates[variable.dtype] = (tf.cast(self.weight_decay, variable.dtype),
-                                         tf.cast(learning_rate, variable.dtype))
-            weight_decay, lr = rates[variable.dtype]
-            variable.assign_sub(variable * weight_decay * lr)  # Keras's arithmetic
+                rates[variable.dtype] = (tf.cast(self.weight_decay, variable.dtype)
+                                         * tf.cast(learning_rate, variable.dtype))
+            # Keras's variable * wd * lr up to reassociation, one pass over the variable.
+            variable.assign_sub(variable * rates[variable.dtype])
 
 
 def _tf_variables(variables) -> list:
