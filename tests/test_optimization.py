@@ -133,7 +133,7 @@ def test_fused_adamw_follows_keras_adamw(graph):
     """The fused update computes Keras's AdamW, up to float32 reassociation, on the
     gradient as the dense tensor it sums to: Keras's global-norm clipping squares an
     IndexedSlices gradient's slices before adding a repeated row's (tf.linalg.global_norm
-    does the same), a norm that is not the gradient's; ours is (test below)."""
+    does the same), a norm that is not the gradient's; ours sums them first (test below)."""
     ours, optimizer = _trajectory(AdamW, graph)
     keras_values, _ = _trajectory(keras.optimizers.AdamW, graph, sparse=False)
     initial, _ = _trajectory(lambda **kw: keras.optimizers.SGD(0.0), graph)
@@ -185,10 +185,10 @@ def test_one_replica_computes_the_step_scalars_once(strategy_name):
     assert ops_two["Minimum"] == ops_one["Minimum"]
 
 
-def test_one_replica_makes_an_embedding_gradient_dense_once():
-    """Keras's global-norm clipping converts an IndexedSlices gradient to a dense one for
-    the norm and again for the scaling, and the update a third time; on one replica it
-    is converted once. The weight decay multiplies each decayed variable once."""
+def test_one_replica_keeps_an_embedding_gradient_sparse_until_the_update():
+    """A repeated row's slices are summed (one segment sum on the slices) and the
+    fused update makes them dense once (the other): clipping neither squares nor
+    scales a dense [V, H] table. The weight decay multiplies each decayed variable once."""
     keras.utils.set_random_seed(0)
     variables = _tiny_model()
     optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
@@ -199,11 +199,11 @@ def test_one_replica_makes_an_embedding_gradient_dense_once():
     specs[table] = tf.IndexedSlicesSpec(variables[table].shape, tf.float32, tf.int64, tf.int64)
     apply = tf.function(lambda grads: optimizer.apply(grads, variables))
     operations = apply.get_concrete_function(specs).graph.get_operations()
-    assert sum(op.type == "UnsortedSegmentSum" for op in operations) == 1
+    assert sum(op.type == "UnsortedSegmentSum" for op in operations) == 2
     decayed = [v for v in variables if optimizer._use_weight_decay(v)]
     assert 0 < len(decayed) < len(variables)
-    # Multiplies of a whole tensor: clipping scales every gradient, decay each decayed
-    # variable (the step's scalars are rank 0).
+    # Multiplies of a whole tensor: clipping scales every gradient (the table's slices),
+    # decay each decayed variable (the step's scalars are rank 0).
     tensor_muls = [op for op in operations
                    if op.type == "Mul" and op.outputs[0].shape.rank != 0]
     assert len(tensor_muls) == len(variables) + len(decayed)
