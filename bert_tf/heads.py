@@ -55,20 +55,38 @@ class MaskedLMHead(keras.layers.Layer):
                                            name="output_bias")
         self.built = True
 
-    def call(self, sequence_output, masked_positions, embedding_matrix):
-        """[B, T, H], int [B, P], [V, H] -> logits [B, P, V] (float32)."""
+    def call(self, sequence_output, masked_positions, embedding_matrix, labels=None):
+        """[B, T, H], int [B, P], [V, H] -> logits [B, P, V] (float32); with `labels`
+        (int [B, P]) -> (logits, the labels' logits [B, P] float32).
+
+        The labels' logits are the logits' values at the labels, computed on their own
+        from the labels' embedding rows: a loss written with them (log-sum-exp of the
+        logits minus the label's logit, `pretraining_model.cross_entropy_and_prediction`)
+        sends the one-hot part of its gradient through [N, H] rows instead of one more
+        pass over the [N, V] logits.
+        """
         gathered = ops.take_along_axis(
             sequence_output, ops.cast(masked_positions, "int32")[..., None], axis=1)  # [B, P, H]
         h = self.layer_norm(self.transform(gathered))
         batch, predictions = ops.shape(h)[0], ops.shape(h)[1]
+        rows = ops.reshape(h, (-1, self.hidden_size))  # [N, H], N = B * P
+        table = ops.cast(embedding_matrix, h.dtype)
         # One 2-D matmul against the [V, H] table as stored (transpose_b): its gradient
         # is then a [V, H] matmul too, where a transposed operand cost an extra [H, V]
         # transpose of the gradient every step. BiasAdd's gradient is a fused reduction.
-        logits = tf.matmul(ops.reshape(h, (-1, self.hidden_size)),
-                           ops.cast(embedding_matrix, h.dtype), transpose_b=True)  # [B*P, V]
-        logits = tf.nn.bias_add(ops.cast(logits, "float32"),
-                                ops.cast(self.output_bias, "float32"))
-        return ops.reshape(logits, (batch, predictions, self.vocab_size))
+        logits = tf.matmul(rows, table, transpose_b=True)  # [N, V]
+        bias = ops.cast(self.output_bias, "float32")
+        logits = ops.reshape(tf.nn.bias_add(ops.cast(logits, "float32"), bias),
+                             (batch, predictions, self.vocab_size))
+        if labels is None:
+            return logits
+        labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+        # The matmul's products in float32 (a product of two bfloat16 values is exact in
+        # float32), summed in float32.
+        label_logits = ops.sum(ops.cast(rows, "float32")
+                               * ops.cast(ops.take(table, labels, axis=0), "float32"),
+                               axis=-1) + ops.take(bias, labels)
+        return logits, ops.reshape(label_logits, (batch, predictions))
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

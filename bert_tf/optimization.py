@@ -90,7 +90,8 @@ class AdamW(keras.optimizers.AdamW):
     fine-tuning and 1.08x for Tiny's pretraining (results/benchmark/fused_adam_ab.py,
     8 rounds; the intervals' lower bounds 1.03). The arithmetic is
     Keras's (bias-corrected step size, epsilon added to sqrt(v)); weight decay and
-    clipping stay Keras's, applied before the update as there. Distributed variables
+    clipping stay Keras's, applied before the update as there, except that an embedding
+    gradient's norm is its own (`_backend_apply_gradients`). Distributed variables
     (Mirrored, TPU), other dtypes, amsgrad and other backends take Keras's own update.
 
     On one replica (the default strategy, OneDeviceStrategy) the step's scalars (the
@@ -133,19 +134,60 @@ class AdamW(keras.optimizers.AdamW):
         for gradient, variable in zip(grads, variables):
             self._update(gradient, variable, learning_rate, scalars)
 
+    def _backend_apply_gradients(self, grads, trainable_variables):
+        # An embedding lookup's gradient is IndexedSlices, one slice per token, and
+        # Keras's global-norm clipping squares the slices before a repeated token's are
+        # added up: the norm it clips by is not the gradient's (tf.linalg.global_norm, the
+        # original's, does the same; its TPU lookups were one-hot matmuls with dense
+        # gradients, as PyTorch's are). On one replica a repeated row's slices are summed
+        # first, so the norm is the gradient's; the slices stay slices (clipping scales
+        # them, the fused update makes them dense once). Replicas keep Keras's clipping.
+        if _one_replica(_tf_variables(trainable_variables)):
+            grads = [_summed_slices(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
+        return super()._backend_apply_gradients(grads, trainable_variables)
+
+    def _clip_gradients(self, grads):
+        # Keras's clipping would make the slices dense to square them.
+        if (self.global_clipnorm and tf.distribute.get_strategy().num_replicas_in_sync == 1
+                and any(isinstance(g, tf.IndexedSlices) for g in grads)):
+            return _clip_by_global_norm(grads, self.global_clipnorm)
+        return super()._clip_gradients(grads)
+
     def _apply_weight_decay(self, variables):
         tf_variables = _tf_variables(variables)
         if self.weight_decay is None or not _one_replica(tf_variables):
             return super()._apply_weight_decay(variables)
-        learning_rate, rates = self.learning_rate, {}  # (wd, lr) by dtype
+        learning_rate, rates = self.learning_rate, {}  # weight decay x lr, by dtype
         for variable in tf_variables:
             if not self._use_weight_decay(variable):
                 continue
             if variable.dtype not in rates:
-                rates[variable.dtype] = (tf.cast(self.weight_decay, variable.dtype),
-                                         tf.cast(learning_rate, variable.dtype))
-            weight_decay, lr = rates[variable.dtype]
-            variable.assign_sub(variable * weight_decay * lr)  # Keras's arithmetic
+                rates[variable.dtype] = (tf.cast(self.weight_decay, variable.dtype)
+                                         * tf.cast(learning_rate, variable.dtype))
+            # Keras's variable * wd * lr up to reassociation, one pass over the variable.
+            variable.assign_sub(variable * rates[variable.dtype])
+
+
+def _summed_slices(gradient: tf.IndexedSlices) -> tf.IndexedSlices:
+    """The same gradient with one slice per row: a repeated row's slices summed."""
+    rows, slot = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, slot, tf.shape(rows)[0])
+    return tf.IndexedSlices(values, rows, gradient.dense_shape)
+
+
+def _clip_by_global_norm(grads: list, clip_norm: float) -> list:
+    """Keras's clip_by_global_norm (a NaN scale when the norm is not finite), with
+    IndexedSlices measured and scaled on their slices: one per row (`_summed_slices`)."""
+    parts = [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads if g is not None]
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(p)) for p in parts]))
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
+
+    def scaled(g):
+        if isinstance(g, tf.IndexedSlices):
+            return tf.IndexedSlices(g.values * tf.cast(scale, g.dtype), g.indices, g.dense_shape)
+        return g * tf.cast(scale, g.dtype)
+    return [None if g is None else scaled(g) for g in grads]
 
 
 def _tf_variables(variables) -> list:

@@ -92,35 +92,35 @@ def sample_next_token_positions(count: int):
     return transform
 
 
-def cross_entropy_and_prediction(logits, labels):
-    """float32 logits [N, V], int32 labels [N] -> (cross-entropy [N], argmax id [N] int32).
+def cross_entropy_and_prediction(logits, label_logits):
+    """float32 logits [N, V], the labels' logits [N] -> (cross-entropy [N], argmax id [N]
+    int32).
 
     The same values as `tf.nn.sparse_softmax_cross_entropy_with_logits` and `tf.argmax`,
-    at about a third of the cost over the masked LM's [N, 30522] logits on CPU, where
-    these passes took longer than the vocabulary matmul: the softmax is one oneDNN
-    kernel and its gradient is softmax - one_hot, a multiply and a scatter.
-    (`keras.ops.argmax` adds four more passes to handle -0.0; plain argmax suffices.)
+    at less cost over the masked LM's [N, 30522] logits on CPU, where these passes took
+    longer than the vocabulary matmul: cross-entropy = log-sum-exp(logits) - the label's
+    logit; the softmax is one oneDNN kernel and its gradient is softmax - one_hot, whose
+    softmax part is one multiply and whose one-hot part reaches the label's logit, which
+    `MaskedLMHead` computes from [N, H] rows (a scatter into the [N, V] gradient cost a
+    copy of it). (`keras.ops.argmax` adds four more passes to handle -0.0; plain argmax
+    suffices.)
     """
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return _softmax_cross_entropy(logits, labels, predicted), predicted
+    return _log_sum_exp(logits, predicted) - label_logits, predicted
 
 
 @tf.custom_gradient
-def _softmax_cross_entropy(logits, labels, predicted):
+def _log_sum_exp(logits, predicted):
     probs = tf.nn.softmax(logits)  # [N, V]
-    rows = tf.range(tf.shape(labels)[0])
-    at_label = tf.stack([rows, labels], axis=1)  # [N, 2]
-    at_max = tf.stack([rows, predicted], axis=1)
+    at_max = tf.stack([tf.range(tf.shape(predicted)[0]), predicted], axis=1)  # [N, 2]
     # log(sum(exp(logits))) = max logit - log(max prob), as the max prob is exp(0) / sum.
     # Unlike the label's prob, the max prob (>= 1/V) cannot underflow to 0.
     log_sum_exp = tf.gather_nd(logits, at_max) - tf.math.log(tf.gather_nd(probs, at_max))
-    cross_entropy = log_sum_exp - tf.gather_nd(logits, at_label)  # [N]
 
-    def gradient(upstream):  # [N] -> d/d logits = upstream * (softmax - one_hot(label))
-        return tf.tensor_scatter_nd_sub(probs * upstream[:, None], at_label, upstream), \
-            None, None
+    def gradient(upstream):  # [N] -> d/d logits = upstream * softmax
+        return probs * upstream[:, None], None
 
-    return cross_entropy, gradient
+    return log_sum_exp, gradient
 
 
 class BertPretrainer(keras.Model):
@@ -176,12 +176,14 @@ class BertPretrainer(keras.Model):
         self.built = True
 
     def call(self, features, training=None):
-        """-> {"mlm_logits" [B, P, V] float32, "nsp_logits" [B, 2] float32}."""
+        """-> {"mlm_logits" [B, P, V], "mlm_label_logits" [B, P] (the labels' logits),
+        "nsp_logits" [B, 2]}, float32."""
         outputs = self.encoder({name: features[name] for name in
                                 ("input_ids", "input_mask", "segment_ids")}, training=training)
-        positions, _, _ = prediction_targets(features, self.objective)
-        return {"mlm_logits": self.mlm(outputs["sequence_output"], positions,
-                                       self.encoder.token_embedding_matrix),
+        positions, labels, _ = prediction_targets(features, self.objective)
+        logits, label_logits = self.mlm(outputs["sequence_output"], positions,
+                                        self.encoder.token_embedding_matrix, labels)
+        return {"mlm_logits": logits, "mlm_label_logits": label_logits,
                 "nsp_logits": self.nsp(outputs["pooled_output"], training=training)}
 
     def loss_sums(self, features, training=None) -> dict:
@@ -202,7 +204,7 @@ class BertPretrainer(keras.Model):
         batch = ops.shape(weights)[0]
         cross_entropy, predicted = cross_entropy_and_prediction(
             ops.reshape(outputs["mlm_logits"], (-1, self.config.vocab_size)),
-            ops.reshape(ops.cast(labels, "int32"), (-1,)))
+            ops.reshape(outputs["mlm_label_logits"], (-1,)))
         cross_entropy = ops.reshape(cross_entropy, (batch, -1))  # [B, P]
         correct = ops.cast(ops.equal(ops.reshape(predicted, (batch, -1)),
                                      ops.cast(labels, "int32")), "float32")

@@ -100,10 +100,11 @@ def test_optimizer_settings():
 
 
 
-def _trajectory(optimizer_cls, graph: bool) -> tuple:
+def _trajectory(optimizer_cls, graph: bool, sparse: bool = True) -> tuple:
     """Five steps of `optimizer_cls` (BERT's settings: warmup schedule, clipping, weight
     decay off LayerNorm and biases) on a tiny model, a dense gradient for the kernels
-    and an IndexedSlices one (an embedding lookup's) for the table."""
+    and an IndexedSlices one (an embedding lookup's) for the table; sparse=False: the
+    table's as the dense tensor it sums to."""
     keras.utils.set_random_seed(0)
     variables = _tiny_model()
     optimizer = optimizer_cls(learning_rate=WarmupLinearDecay(0.05, 10, 2), weight_decay=0.01,
@@ -112,10 +113,11 @@ def _trajectory(optimizer_cls, graph: bool) -> tuple:
     rng = np.random.default_rng(1)
 
     def gradient(v):
-        if v.path.endswith("word_embeddings/embeddings"):
+        if v.path.endswith("token_embedding/embeddings"):
             rows = tf.constant([3, 7, 3], tf.int64)  # a repeated row is summed
-            return tf.IndexedSlices(tf.constant(rng.normal(size=(3, v.shape[1])), tf.float32),
-                                    rows, tf.constant(v.shape, tf.int64))
+            slices = tf.IndexedSlices(tf.constant(rng.normal(size=(3, v.shape[1])),
+                                                  tf.float32), rows, tf.constant(v.shape, tf.int64))
+            return slices if sparse else tf.convert_to_tensor(slices)
         return tf.constant(rng.normal(size=v.shape), tf.float32)
 
     optimizer.build(variables)
@@ -128,14 +130,24 @@ def _trajectory(optimizer_cls, graph: bool) -> tuple:
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 def test_fused_adamw_follows_keras_adamw(graph):
-    """The fused update computes Keras's AdamW, up to float32 reassociation."""
+    """The fused update computes Keras's AdamW, up to float32 reassociation, on the
+    gradient as the dense tensor it sums to: Keras's global-norm clipping squares an
+    IndexedSlices gradient's slices before adding a repeated row's (tf.linalg.global_norm
+    does the same), a norm that is not the gradient's; ours sums them first (test below)."""
     ours, optimizer = _trajectory(AdamW, graph)
-    keras_values, _ = _trajectory(keras.optimizers.AdamW, graph)
+    keras_values, _ = _trajectory(keras.optimizers.AdamW, graph, sparse=False)
     initial, _ = _trajectory(lambda **kw: keras.optimizers.SGD(0.0), graph)
     for got, want, start in zip(ours, keras_values, initial):
         assert not np.array_equal(got, start) or np.array_equal(want, start)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     assert int(optimizer.iterations) == 5
+
+
+def test_an_embedding_gradient_updates_as_the_dense_gradient_it_sums_to():
+    sparse, _ = _trajectory(AdamW, graph=True)
+    dense, _ = _trajectory(AdamW, graph=True, sparse=False)
+    for got, want in zip(sparse, dense):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 def _apply_graph_op_types(strategy_name: str, num_layers: int = 1
@@ -171,6 +183,30 @@ def test_one_replica_computes_the_step_scalars_once(strategy_name):
     assert ops_two["ResourceApplyAdam"] == len(two_layers)
     assert ops_two["Pow"] == ops_one["Pow"] == 2  # beta_1 ** t, beta_2 ** t
     assert ops_two["Minimum"] == ops_one["Minimum"]
+
+
+def test_one_replica_keeps_an_embedding_gradient_sparse_until_the_update():
+    """A repeated row's slices are summed (one segment sum on the slices) and the
+    fused update makes them dense once (the other): clipping neither squares nor
+    scales a dense [V, H] table. The weight decay multiplies each decayed variable once."""
+    keras.utils.set_random_seed(0)
+    variables = _tiny_model()
+    optimizer = create_optimizer(1e-3, 10, 1, clipnorm=1.0)
+    optimizer.build(variables)
+    table = next(i for i, v in enumerate(variables)
+                 if v.path.endswith("token_embedding/embeddings"))
+    specs = [tf.TensorSpec(v.shape, v.dtype) for v in variables]
+    specs[table] = tf.IndexedSlicesSpec(variables[table].shape, tf.float32, tf.int64, tf.int64)
+    apply = tf.function(lambda grads: optimizer.apply(grads, variables))
+    operations = apply.get_concrete_function(specs).graph.get_operations()
+    assert sum(op.type == "UnsortedSegmentSum" for op in operations) == 2
+    decayed = [v for v in variables if optimizer._use_weight_decay(v)]
+    assert 0 < len(decayed) < len(variables)
+    # Multiplies of a whole tensor: clipping scales every gradient (the table's slices),
+    # decay each decayed variable (the step's scalars are rank 0).
+    tensor_muls = [op for op in operations
+                   if op.type == "Mul" and op.outputs[0].shape.rank != 0]
+    assert len(tensor_muls) == len(variables) + len(decayed)
 
 
 def test_mirrored_variables_take_keras_update():

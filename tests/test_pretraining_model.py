@@ -259,8 +259,9 @@ def test_cross_entropy_and_prediction_match_tensorflow_ops(scale):
     for fast in (True, False):
         with tf.GradientTape() as tape:
             tape.watch(logits)
-            if fast:
-                loss, predicted = cross_entropy_and_prediction(logits, labels)
+            if fast:  # the labels' logits from the logits here; MaskedLMHead's own below
+                loss, predicted = cross_entropy_and_prediction(
+                    logits, tf.gather(logits, labels, batch_dims=1))
             else:
                 loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
                 predicted = tf.argmax(logits, -1, output_type=tf.int32)
@@ -271,6 +272,39 @@ def test_cross_entropy_and_prediction_match_tensorflow_ops(scale):
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-6, atol=1e-5)
     np.testing.assert_array_equal(predicted, ref_predicted)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("objective", ["nsp", "ltr"])
+def test_lm_loss_and_gradients_match_the_plain_cross_entropy(objective):
+    """The head's own label logits (`MaskedLMHead`) give the loss and the gradient of
+    every weight that tf.nn.sparse_softmax_cross_entropy_with_logits gives on its logits."""
+    model = build(objective)
+    batch = features()
+    _, labels, weights = prediction_targets(batch, objective)
+    results = []
+    for fast in (True, False):
+        with tf.GradientTape() as tape:
+            if fast:
+                loss = model.loss_sums(batch)["mlm_loss"]
+            else:
+                cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    tf.cast(labels, tf.int32), model(batch)["mlm_logits"])
+                loss = tf.reduce_sum(cross_entropy * weights)
+        grads = tape.gradient(loss, model.trainable_variables)
+        results.append((float(loss), [None if g is None else tf.convert_to_tensor(g).numpy()
+                                      for g in grads]))
+    (loss, grads), (ref_loss, ref_grads) = results
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+    # None: the NSP head and the pooler, which the LM loss does not reach.
+    assert [g is None for g in grads] == [g is None for g in ref_grads]
+    assert sum(g is not None for g in grads) >= 4 * CONFIG.num_hidden_layers
+    # atol: float32 rounding on the scale of the largest gradient (the key biases' is 0
+    # in exact arithmetic, a softmax being blind to a constant, and ~1e-12 in both).
+    scale = max(np.abs(g).max() for g in ref_grads if g is not None)
+    for variable, grad, ref in zip(model.trainable_variables, grads, ref_grads):
+        if ref is not None:
+            np.testing.assert_allclose(grad, ref, rtol=1e-4, atol=1e-6 * scale,
+                                       err_msg=variable.path)
 
 
 def test_mlm_head_is_tied_to_the_token_embeddings():
@@ -296,8 +330,16 @@ def test_mixed_bfloat16_logits_are_float32():
     keras.utils.set_random_seed(0)
     model = BertPretrainer(CONFIG, "nsp", dtype="mixed_bfloat16")
     model.build()
-    outputs = model(features())
-    assert outputs["mlm_logits"].dtype == "float32" and outputs["nsp_logits"].dtype == "float32"
+    batch = features()
+    outputs = model(batch)
+    assert all(outputs[name].dtype == "float32" for name in
+               ("mlm_logits", "mlm_label_logits", "nsp_logits"))
+    # The labels' logits are the logits' values at the labels, which the matmul rounds
+    # to bfloat16 (8 significant bits) and the head's float32 sums do not.
+    at_labels = np.take_along_axis(outputs["mlm_logits"].numpy(),
+                                   batch["masked_lm_ids"][..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(outputs["mlm_label_logits"].numpy(), at_labels,
+                               rtol=2 ** -7, atol=1e-3)
     assert model.encoder.token_embedding_matrix.dtype == "float32"
     float32 = build("nsp", seed=0)
     sums16, sums32 = model.loss_sums(features()), float32.loss_sums(features())

@@ -1,0 +1,108 @@
+"""A/B of the masked LM's cross-entropy: the label's logit from its embedding row (now)
+against the one-hot part of the gradient scattered into the [N, V] gradient (before,
+commit 57bed09), on BERT-Tiny's compiled pretraining step, in one process, rounds rotated.
+
+  label_logit  `pretraining_model.cross_entropy_and_prediction` as committed: log-sum-exp
+               of the logits minus the label's logit, which `MaskedLMHead` computes
+  scatter      the same loss with the label's logit gathered from the logits, and a
+               gradient softmax * upstream with upstream subtracted at the labels by
+               tf.tensor_scatter_nd_sub (which copies the [N, V] gradient first)
+
+Both: `Trainer`'s step (MLM + NSP, AdamW, clipping) on one batch of the records held in
+memory, batch 64 x 128, 20 predictions, float32.
+
+    python results/benchmark/mlm_xent_ab.py --train_files 'RECORDS/part-*' \\
+        --vocab_file VOCAB --rounds 8
+
+Prints the provenance header, each contender's median examples/s with its min-max, and
+label_logit / scatter with a 95% bootstrap interval over rounds.
+"""
+
+import argparse
+import tempfile
+
+import tensorflow as tf
+
+from bert_tf import distribute, heads, pretraining_model, timing
+from bert_tf.pretrain_config import PretrainConfig
+from bert_tf.trainer import Trainer
+
+
+@tf.custom_gradient
+def _scattered_cross_entropy(logits, labels, predicted):
+    """The cross-entropy of commit 57bed09."""
+    probs = tf.nn.softmax(logits)
+    rows = tf.range(tf.shape(labels)[0])
+    at_label, at_max = tf.stack([rows, labels], 1), tf.stack([rows, predicted], 1)
+    log_sum_exp = tf.gather_nd(logits, at_max) - tf.math.log(tf.gather_nd(probs, at_max))
+
+    def gradient(upstream):
+        return tf.tensor_scatter_nd_sub(probs * upstream[:, None], at_label, upstream), \
+            None, None
+
+    return log_sum_exp - tf.gather_nd(logits, at_label), gradient
+
+
+def scatter_variant():
+    """Patches: the head hands the labels through in place of their logits, and the loss
+    gathers the label's logit and scatters its gradient."""
+    head_call = heads.MaskedLMHead.call
+
+    def call(self, sequence_output, masked_positions, embedding_matrix, labels=None):
+        logits = head_call(self, sequence_output, masked_positions, embedding_matrix)
+        return logits if labels is None else (logits, tf.cast(labels, tf.int32))
+
+    def cross_entropy_and_prediction(logits, labels):
+        labels = tf.cast(labels, tf.int32)
+        predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return _scattered_cross_entropy(logits, labels, predicted), predicted
+
+    return {(heads.MaskedLMHead, "call"): call,
+            (pretraining_model, "cross_entropy_and_prediction"): cross_entropy_and_prediction}
+
+
+def pretrain_step(args, model_dir: str, patches: dict):
+    """A Trainer's step on one in-memory batch, traced (its first call) under `patches`."""
+    originals = {key: getattr(*key) for key in patches}
+    for (owner, name), value in patches.items():
+        setattr(owner, name, value)
+    try:
+        config = PretrainConfig(
+            model_size="tiny", objective="nsp", train_files=args.train_files,
+            vocab_file=args.vocab_file, model_dir=model_dir, global_batch_size=64,
+            max_seq_length=128, max_predictions_per_seq=20, num_train_steps=1_000_000,
+            num_warmup_steps=10_000, precision="float32")
+        trainer = Trainer(config, distribute.create_strategy("cpu"))
+        trainer.restore()
+        batch = next(trainer.iterators[0])
+        in_memory = [iter(tf.data.Dataset.from_tensors(batch).repeat())]
+        trainer.run_steps(args.steps, in_memory)  # warm-up: the trace, under the patches
+    finally:
+        for (owner, name), value in originals.items():
+            setattr(owner, name, value)
+    return lambda: trainer.run_steps(args.steps, in_memory)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train_files", required=True)
+    p.add_argument("--vocab_file", required=True)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
+    args = p.parse_args()
+    print("\n".join(timing.header("results/benchmark/mlm_xent_ab.py")), flush=True)
+    with tempfile.TemporaryDirectory() as model_dir:
+        contenders = {"label_logit": pretrain_step(args, f"{model_dir}/a", {}),
+                      "scatter": pretrain_step(args, f"{model_dir}/b", scatter_variant())}
+        seconds = timing.run_rounds(contenders, args.rounds, log=lambda s: print(s, flush=True))
+    rates = {name: [64 * args.steps / s for s in values] for name, values in seconds.items()}
+    for name, values in rates.items():
+        median, low, high = timing.spread(values)
+        print(f"{name:<12} {median:7.2f} examples/s ({low:.2f}-{high:.2f})")
+    ratio, low, high = timing.bootstrap_ratio(rates["label_logit"], rates["scatter"])
+    print(f"label_logit / scatter examples/s = {ratio:.3f} (95% CI {low:.3f}-{high:.3f})")
+
+
+if __name__ == "__main__":
+    main()
