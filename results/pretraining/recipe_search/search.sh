@@ -41,6 +41,10 @@ trial() {  # name batch learning_rate steps warmup seq size mask
 # each: TRIAL_SECONDS=600; README.md, "Table 8's 100/0/0 at other rates")
 # The *_lr1.5e-3 trials: between 1e-3 (nothing collapses, 80/10/10 stays near the plateau
 # for the whole 100 minutes) and 2e-3 (100/0/0 collapses); README.md, "80/10/10 at 1e-3".
+# seq64_b64_lr4e-3: the recipe's batch and rate at sequence length 64, whose steps cost about
+# half as much: does the plateau break after as many steps (then 100 minutes buy twice the
+# steps after it) or after as many tokens? Its steps are the 1.92M sequences that the first
+# seq-64 trial was given (README.md, "Sequence length 64 at the recipe's rate").
 # name              batch lr    steps  warmup seq size mask
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -56,6 +60,7 @@ mask100_b64_lr1e-3  64    1e-3  15000  300    128 tiny 100-0-0
 mask100_b64_lr4e-3_w1500 64 4e-3 15000 1500   128 tiny 100-0-0
 b64_lr1.5e-3        64    1.5e-3 15000 300    128 tiny 80-10-10
 mask100_b64_lr1.5e-3 64   1.5e-3 15000 300    128 tiny 100-0-0
+seq64_b64_lr4e-3    64    4e-3  30000  300    64  tiny 80-10-10
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask; do
   [ -n "$name" ] || continue
