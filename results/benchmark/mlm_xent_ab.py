@@ -8,8 +8,8 @@ commit 57bed09), on BERT-Tiny's compiled pretraining step, in one process, round
                gradient softmax * upstream with upstream subtracted at the labels by
                tf.tensor_scatter_nd_sub (which copies the [N, V] gradient first)
 
-Both: `Trainer`'s step (MLM + NSP, AdamW, clipping) on one batch of the records held in
-memory, batch 64 x 128, 20 predictions, float32.
+Both: `bert_tf.pretrain_benchmark`'s step_alone (`Trainer`'s step: MLM + NSP, AdamW,
+clipping, on one batch of the records held in memory), batch 64 x 128, 20 predictions, float32.
 
     python results/benchmark/mlm_xent_ab.py --train_files 'RECORDS/part-*' \\
         --vocab_file VOCAB --rounds 8
@@ -23,9 +23,7 @@ import tempfile
 
 import tensorflow as tf
 
-from bert_tf import distribute, heads, pretraining_model, timing
-from bert_tf.pretrain_config import PretrainConfig
-from bert_tf.trainer import Trainer
+from bert_tf import heads, pretrain_benchmark, pretraining_model, timing
 
 
 @tf.custom_gradient
@@ -62,25 +60,18 @@ def scatter_variant():
 
 
 def pretrain_step(args, model_dir: str, patches: dict):
-    """A Trainer's step on one in-memory batch, traced (its first call) under `patches`."""
+    """`pretrain_benchmark`'s step on one in-memory batch, traced (its first call) under
+    `patches`."""
     originals = {key: getattr(*key) for key in patches}
     for (owner, name), value in patches.items():
         setattr(owner, name, value)
     try:
-        config = PretrainConfig(
-            model_size="tiny", objective="nsp", train_files=args.train_files,
-            vocab_file=args.vocab_file, model_dir=model_dir, global_batch_size=64,
-            max_seq_length=128, max_predictions_per_seq=20, num_train_steps=1_000_000,
-            num_warmup_steps=10_000, precision="float32")
-        trainer = Trainer(config, distribute.create_strategy("cpu"))
-        trainer.restore()
-        batch = next(trainer.iterators[0])
-        in_memory = [iter(tf.data.Dataset.from_tensors(batch).repeat())]
-        trainer.run_steps(args.steps, in_memory)  # warm-up: the trace, under the patches
+        _, _, step_alone, _ = pretrain_benchmark.ours(args, "float32", model_dir)
+        step_alone()  # warm-up: the trace, under the patches
     finally:
         for (owner, name), value in originals.items():
             setattr(owner, name, value)
-    return lambda: trainer.run_steps(args.steps, in_memory)
+    return step_alone
 
 
 def main():
@@ -91,6 +82,9 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=8)
     args = p.parse_args()
+    # pretrain_benchmark.ours's settings: Tiny, batch 64 x 128, 20 predictions, no XLA.
+    args.size, args.batch_size, args.seq_length, args.max_predictions = "tiny", 64, 128, 20
+    args.steps_per_execution, args.jit_compile = 1, False
     print("\n".join(timing.header("results/benchmark/mlm_xent_ab.py")), flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
         contenders = {"label_logit": pretrain_step(args, f"{model_dir}/a", {}),
