@@ -233,13 +233,13 @@ class BertPretrainer(keras.Model):
         positions, labels, weights = prediction_targets(features, self.objective)  # [B, P]
         hidden = hidden_targets(features, positions, labels, weights, self.objective)
         slots = PredictionSlots(weights, only_weighted)
+        slot_labels = ops.cast(slots.take(labels), "int32")  # [N]
         logits, label_logits = self.mlm.predict_rows(
             slots.take(self.mlm.gather(outputs["sequence_output"], positions)),
-            self.encoder.token_embedding_matrix, slots.take(labels))
+            self.encoder.token_embedding_matrix, slot_labels)
         cross_entropy, predicted = cross_entropy_and_prediction(logits, label_logits)
         cross_entropy = slots.per_slot(cross_entropy)  # [B, P]
-        correct = slots.per_slot(ops.cast(ops.equal(predicted, ops.cast(slots.take(labels),
-                                                                          "int32")), "float32"))
+        correct = slots.per_slot(ops.cast(ops.equal(predicted, slot_labels), "float32"))
         sums = {"mlm_loss": ops.sum(cross_entropy * weights, axis=1),
                 "mlm_correct": ops.sum(correct * weights, axis=1),
                 "mlm_count": ops.sum(weights, axis=1),
