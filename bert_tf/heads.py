@@ -23,7 +23,9 @@ class MaskedLMHead(keras.layers.Layer):
     """Dense -> GELU -> LayerNorm, then logits against the (tied) token embeddings + bias.
 
     Only the masked positions are gathered first, so the [V]-wide matmul costs
-    max_predictions_per_seq rows per example instead of T.
+    max_predictions_per_seq rows per example instead of T (and only the weighted ones
+    with `BertPretrainer.loss_sums(..., only_weighted=True)`, as the trainer runs it
+    wherever shapes may change).
 
     Args:
         vocab_size: V.
@@ -57,7 +59,27 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, masked_positions, embedding_matrix, labels=None):
         """[B, T, H], int [B, P], [V, H] -> logits [B, P, V] (float32); with `labels`
-        (int [B, P]) -> (logits, the labels' logits [B, P] float32).
+        (int [B, P]) -> (logits, the labels' logits [B, P] float32)."""
+        gathered = self.gather(sequence_output, masked_positions)  # [B, P, H]
+        batch, predictions = ops.shape(gathered)[0], ops.shape(gathered)[1]
+        rows = ops.reshape(gathered, (-1, self.hidden_size))  # [N, H], N = B * P
+        if labels is None:
+            logits = self.predict_rows(rows, embedding_matrix)
+            return ops.reshape(logits, (batch, predictions, self.vocab_size))
+        logits, label_logits = self.predict_rows(rows, embedding_matrix,
+                                                 ops.reshape(labels, (-1,)))
+        return (ops.reshape(logits, (batch, predictions, self.vocab_size)),
+                ops.reshape(label_logits, (batch, predictions)))
+
+    @staticmethod
+    def gather(sequence_output, masked_positions):
+        """[B, T, H], int [B, P] -> the hidden states at the positions [B, P, H]."""
+        return ops.take_along_axis(
+            sequence_output, ops.cast(masked_positions, "int32")[..., None], axis=1)
+
+    def predict_rows(self, rows, embedding_matrix, labels=None):
+        """Gathered hidden states [N, H], [V, H] -> logits [N, V] (float32); with `labels`
+        (int [N]) -> (logits, the labels' logits [N] float32).
 
         The labels' logits are the logits' values at the labels, computed on their own
         from the labels' embedding rows: a loss written with them (log-sum-exp of the
@@ -65,28 +87,23 @@ class MaskedLMHead(keras.layers.Layer):
         sends the one-hot part of its gradient through [N, H] rows instead of one more
         pass over the [N, V] logits.
         """
-        gathered = ops.take_along_axis(
-            sequence_output, ops.cast(masked_positions, "int32")[..., None], axis=1)  # [B, P, H]
-        h = self.layer_norm(self.transform(gathered))
-        batch, predictions = ops.shape(h)[0], ops.shape(h)[1]
-        rows = ops.reshape(h, (-1, self.hidden_size))  # [N, H], N = B * P
-        table = ops.cast(embedding_matrix, h.dtype)
+        rows = self.layer_norm(self.transform(rows))
+        table = ops.cast(embedding_matrix, rows.dtype)
         # One 2-D matmul against the [V, H] table as stored (transpose_b): its gradient
         # is then a [V, H] matmul too, where a transposed operand cost an extra [H, V]
         # transpose of the gradient every step. BiasAdd's gradient is a fused reduction.
         logits = tf.matmul(rows, table, transpose_b=True)  # [N, V]
         bias = ops.cast(self.output_bias, "float32")
-        logits = ops.reshape(tf.nn.bias_add(ops.cast(logits, "float32"), bias),
-                             (batch, predictions, self.vocab_size))
+        logits = tf.nn.bias_add(ops.cast(logits, "float32"), bias)
         if labels is None:
             return logits
-        labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+        labels = ops.cast(labels, "int32")
         # The matmul's products in float32 (a product of two bfloat16 values is exact in
         # float32), summed in float32.
         label_logits = ops.sum(ops.cast(rows, "float32")
                                * ops.cast(ops.take(table, labels, axis=0), "float32"),
                                axis=-1) + ops.take(bias, labels)
-        return logits, ops.reshape(label_logits, (batch, predictions))
+        return logits, label_logits
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

@@ -92,6 +92,32 @@ def sample_next_token_positions(count: int):
     return transform
 
 
+class PredictionSlots:
+    """Which of the [B, P] prediction slots the masked LM head computes.
+
+    All of them (static shapes: XLA, TPUs), or only those with a weight: the records pad
+    to max_predictions_per_seq (the 20th of 20 slots on every full 128-token sequence,
+    more on short ones; 10% of the cpu plan's slots), and each padding slot costs a
+    [V]-wide row of the step's largest matmuls, softmax and argmax for nothing.
+    """
+
+    def __init__(self, weights, only_weighted: bool):
+        self.shape = tf.shape(weights, out_type=tf.int64)  # [B, P]
+        self.slots = tf.where(weights > 0) if only_weighted else None  # [N, 2] (example, slot)
+
+    def take(self, values):
+        """[B, P, ...] -> the computed slots' values [N, ...]."""
+        if self.slots is None:
+            return ops.reshape(values, (-1, *values.shape[2:]))
+        return tf.gather_nd(values, self.slots)
+
+    def per_slot(self, values):
+        """[N] -> [B, P], 0 in the slots not computed."""
+        if self.slots is None:
+            return ops.reshape(values, self.shape)
+        return tf.scatter_nd(self.slots, values, self.shape)
+
+
 def cross_entropy_and_prediction(logits, label_logits):
     """float32 logits [N, V], the labels' logits [N] -> (cross-entropy [N], argmax id [N]
     int32).
@@ -178,47 +204,54 @@ class BertPretrainer(keras.Model):
     def call(self, features, training=None):
         """-> {"mlm_logits" [B, P, V], "mlm_label_logits" [B, P] (the labels' logits),
         "nsp_logits" [B, 2]}, float32."""
-        outputs = self.encoder({name: features[name] for name in
-                                ("input_ids", "input_mask", "segment_ids")}, training=training)
+        outputs = self._encode(features, training)
         positions, labels, _ = prediction_targets(features, self.objective)
         logits, label_logits = self.mlm(outputs["sequence_output"], positions,
                                         self.encoder.token_embedding_matrix, labels)
         return {"mlm_logits": logits, "mlm_label_logits": label_logits,
                 "nsp_logits": self.nsp(outputs["pooled_output"], training=training)}
 
-    def loss_sums(self, features, training=None) -> dict:
+    def _encode(self, features, training):
+        return self.encoder({name: features[name] for name in
+                             ("input_ids", "input_mask", "segment_ids")}, training=training)
+
+    def loss_sums(self, features, training=None, only_weighted=False) -> dict:
         """Forward pass -> {SUM_KEYS: float32 scalar sums over the batch}.
 
         mlm_loss: sum of weight * cross-entropy over the LM predictions; mlm_count: sum
-        of their weights. nsp_*: over the examples (all 0 without NSP).
+        of their weights. nsp_*: over the examples (all 0 without NSP). only_weighted:
+        the LM head computes only the predictions with a weight (`PredictionSlots`;
+        dynamic shapes, so not under XLA or on TPUs); the sums are the same.
         """
-        return {key: ops.sum(value) for key, value in
-                self.example_sums(features, training=training).items()}
+        return {key: ops.sum(value) for key, value in self.example_sums(
+            features, training=training, only_weighted=only_weighted).items()}
 
-    def example_sums(self, features, training=None) -> dict:
+    def example_sums(self, features, training=None, only_weighted=False) -> dict:
         """Forward pass -> {SUM_KEYS: float32 [B]}: `loss_sums` of each example (the
         held-out losses per sequence, for confidence intervals over sequences)."""
-        outputs = self(features, training=training)
+        outputs = self._encode(features, training)
         positions, labels, weights = prediction_targets(features, self.objective)  # [B, P]
         hidden = hidden_targets(features, positions, labels, weights, self.objective)
-        batch = ops.shape(weights)[0]
-        cross_entropy, predicted = cross_entropy_and_prediction(
-            ops.reshape(outputs["mlm_logits"], (-1, self.config.vocab_size)),
-            ops.reshape(outputs["mlm_label_logits"], (-1,)))
-        cross_entropy = ops.reshape(cross_entropy, (batch, -1))  # [B, P]
-        correct = ops.cast(ops.equal(ops.reshape(predicted, (batch, -1)),
-                                     ops.cast(labels, "int32")), "float32")
+        slots = PredictionSlots(weights, only_weighted)
+        slot_labels = ops.cast(slots.take(labels), "int32")  # [N]
+        logits, label_logits = self.mlm.predict_rows(
+            slots.take(self.mlm.gather(outputs["sequence_output"], positions)),
+            self.encoder.token_embedding_matrix, slot_labels)
+        cross_entropy, predicted = cross_entropy_and_prediction(logits, label_logits)
+        cross_entropy = slots.per_slot(cross_entropy)  # [B, P]
+        correct = slots.per_slot(ops.cast(ops.equal(predicted, slot_labels), "float32"))
         sums = {"mlm_loss": ops.sum(cross_entropy * weights, axis=1),
                 "mlm_correct": ops.sum(correct * weights, axis=1),
                 "mlm_count": ops.sum(weights, axis=1),
                 "mlm_hidden_loss": ops.sum(cross_entropy * hidden, axis=1),
                 "mlm_hidden_correct": ops.sum(correct * hidden, axis=1),
                 "mlm_hidden_count": ops.sum(hidden, axis=1)}
+        batch = ops.shape(weights)[0]
         zeros = ops.zeros((batch,), "float32")
         if not self.uses_nsp:
             return {**sums, "nsp_loss": zeros, "nsp_correct": zeros, "nsp_count": zeros}
         nsp_labels = ops.cast(ops.reshape(features["next_sentence_labels"], (-1,)), "int32")
-        nsp_logits = outputs["nsp_logits"]  # [B, 2]
+        nsp_logits = self.nsp(outputs["pooled_output"], training=training)  # [B, 2]
         nsp_cross_entropy = keras.losses.sparse_categorical_crossentropy(
             nsp_labels, nsp_logits, from_logits=True)  # [B]
         nsp_correct = ops.equal(ops.cast(ops.argmax(nsp_logits, -1), "int32"), nsp_labels)

@@ -110,6 +110,9 @@ class Trainer:
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
         self.tokenizer = tokenizer
+        # XLA and TPUs need static shapes; elsewhere the masked LM skips padding slots.
+        self.dynamic_shapes = not (config.jit_compile
+                                   or isinstance(strategy, tf.distribute.TPUStrategy))
         self._gradients = tf.function(self._micro_batch_gradients,
                                       jit_compile=config.jit_compile)
         self._train_steps = tf.function(self._train_steps_fn)
@@ -147,7 +150,8 @@ class Trainer:
 
         def gradients(micro_batch):
             with tf.GradientTape() as tape:
-                sums = self.model.loss_sums(micro_batch, training=True)
+                sums = self.model.loss_sums(micro_batch, training=True,
+                                            only_weighted=self.dynamic_shapes)
                 loss = pretraining_loss(sums, mlm_count, nsp_count)
                 loss = self.optimizer.scale_loss(loss)  # x loss scale with mixed_float16
             grads = tape.gradient(loss, variables)
@@ -199,7 +203,8 @@ class Trainer:
         """-> {SUM_KEYS: [global batch]}: each example's loss terms, in batch order."""
         def replica_sums(features):
             context = tf.distribute.get_replica_context()
-            sums = self.model.example_sums(features, training=False)
+            sums = self.model.example_sums(features, training=False,
+                                           only_weighted=self.dynamic_shapes)
             return {key: context.all_gather(value, axis=0) for key, value in sums.items()}
 
         return self._first_replica(self.strategy.run(replica_sums,

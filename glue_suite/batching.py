@@ -18,9 +18,11 @@ do not depend on how much padding follows it (tests/test_batching.py compares lo
 Rounding bounds the distinct batch shapes by 2 * ceil(T / length_multiple) (full and
 partial batches). Without XLA (Keras's default on CPU) one trace serves every shape, and
 finer rounding wastes less (SST-2: 97% of the positions are real tokens at multiple 1,
-77% at 8, 61% at 16, 39% at 32, 10% padded to 128); under XLA every new shape compiles
+77% at 8, 61% at 16, 39% at 32, 10% padded to 128), so glue_suite cuts each batch to its
+longest row (multiple 1: CoLA's 63 training steps of 2,000 examples took 18.5 s against
+23.8 s at multiple 8, results/benchmark/README.md); under XLA every new shape compiles
 anew (measured here: 260 s for the first step of SST-2 at multiple 16, against 11 s of
-tracing without XLA), so coarser rounding pays there.
+tracing without XLA), so coarser rounding pays there (XLA_LENGTH_MULTIPLE).
 
 length_multiple=0 keeps [B, T] batches: TPUs need static shapes, and their training drops
 the last partial batch.
@@ -42,6 +44,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.distribute import without_autotune
+
+# glue_suite's rounding under --jit_compile, where each new length compiles (~30 s for
+# BERT-Large here) and 8 bounds the shapes to 2 * T / 8.
+XLA_LENGTH_MULTIPLE = 8
 
 # Rows sorted together: HF's group_by_length sorts "megabatches" of 50 batches, fairseq
 # whole epochs. 100 batches keep batches random-ish while most rows find similar partners.

@@ -14,6 +14,8 @@ LayerNorm) and gradient clipping at 1.0:
   glue_suite         python -m glue_suite.run (length-bucketed batches), no test-set files
   glue_suite_padded  the same with --length_multiple 0 (every batch padded to
                      --max_seq_length, as before length bucketing)
+  glue_suite_multipleN  the same with --length_multiple N (batches cut to their longest
+                     row rounded up to N; glue_suite's default is 8)
   hf_torch           transformers' BertForSequenceClassification, tokenized by its fast
                      tokenizer, batches padded per batch (DataCollatorWithPadding), a plain
                      PyTorch loop; torch and transformers are imported only there
@@ -43,6 +45,7 @@ from glue_suite.data_dir import resolve_data_dir
 from glue_suite.tasks import CLASSIFICATION, REGRESSION, TASKS, get_task
 
 RECIPES = ("glue_suite", "glue_suite_padded", "hf_torch")
+MULTIPLE_RECIPE = "glue_suite_multiple"  # + N: glue_suite with --length_multiple N
 
 
 # ---------------------------------------------------------------------------------------
@@ -149,7 +152,7 @@ def hf_job(args: argparse.Namespace, checkpoint: str) -> dict:
 
 
 def glue_suite_argv(args: argparse.Namespace, checkpoint: str, output_dir: str,
-                    padded: bool) -> list:
+                    length_multiple: Optional[int]) -> list:
     """`glue_suite.run` with the benchmark's settings; a fresh output directory, so that
     featurizing runs every time (no cache)."""
     argv = ["--task", args.task, "--init_checkpoint", checkpoint, "--epochs", str(args.epochs),
@@ -161,8 +164,8 @@ def glue_suite_argv(args: argparse.Namespace, checkpoint: str, output_dir: str,
     argv += ["--data_dir", os.path.abspath(resolve_data_dir(args.data_dir))]
     if args.max_train_examples:
         argv += ["--max_train_examples", str(args.max_train_examples)]
-    if padded:
-        argv += ["--length_multiple", "0"]
+    if length_multiple is not None:
+        argv += ["--length_multiple", str(length_multiple)]
     return [sys.executable, "-m", "glue_suite.run", *argv]
 
 
@@ -177,7 +180,7 @@ def run_recipe(recipe: str, args: argparse.Namespace, checkpoint: str, workdir: 
         command = [sys.executable, "-m", "glue_suite.benchmark", "--hf_worker", job_file,
                    "--output_file", result_file]
     else:
-        command = glue_suite_argv(args, checkpoint, directory, recipe == "glue_suite_padded")
+        command = glue_suite_argv(args, checkpoint, directory, recipe_length_multiple(recipe))
         result_file = os.path.join(directory, "metrics.json")
     checkout = recipe.partition("@")[2] or None  # glue_suite@DIR runs DIR's code
     began = time.perf_counter()
@@ -263,13 +266,22 @@ def recipe_number(args: argparse.Namespace, recipe: str) -> int:
     return list(args.recipes).index(recipe)
 
 
+def recipe_length_multiple(recipe: str) -> Optional[int]:
+    """glue_suite's --length_multiple in a recipe's name; None: its default."""
+    if recipe == "glue_suite_padded":
+        return 0
+    digits = recipe.removeprefix(MULTIPLE_RECIPE)
+    return int(digits) if recipe.startswith(MULTIPLE_RECIPE) and digits.isdigit() else None
+
+
 def _recipes(text: str) -> tuple:
     names = tuple(x for x in text.split(",") if x)
-    known = lambda n: n in RECIPES or (n.startswith("glue_suite@") and os.path.isdir(n[11:]))
+    known = lambda n: (n in RECIPES or (n.startswith("glue_suite@") and os.path.isdir(n[11:]))
+                       or bool(recipe_length_multiple(n)))
     if not names or not all(known(n) for n in names) or len(set(names)) < len(names):
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of distinct recipes of {RECIPES} or "
-            f"glue_suite@DIR (an existing checkout), got {text!r}")
+            f"expected a comma-separated list of distinct recipes of {RECIPES}, "
+            f"{MULTIPLE_RECIPE}N (N > 0) or glue_suite@DIR (an existing checkout), got {text!r}")
     return names
 
 
@@ -292,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--recipes", type=_recipes, default=("glue_suite", "hf_torch"),
                    help=f"comma-separated, the first is the reference of the ratios; of "
-                        f"{', '.join(RECIPES)} and glue_suite@DIR (another checkout) "
+                        f"{', '.join(RECIPES)}, {MULTIPLE_RECIPE}N and glue_suite@DIR "
+                        f"(another checkout) "
                         f"(default glue_suite,hf_torch)")
     p.add_argument("--output_file", help="also write the record as JSON")
     p.add_argument("--hf_worker", help=argparse.SUPPRESS)  # a job file: run the HF recipe

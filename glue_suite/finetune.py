@@ -58,8 +58,10 @@ class TrainSettings:
             cached layers: glue_suite.frozen_features).
         bilstm_units: LSTM units per direction of the BiLSTM head (paper: 768).
         length_multiple: batches are cut to their longest row rounded up to this multiple
-            (glue_suite.batching; training batches group rows of similar length); 0: every
-            batch padded to max_seq_length, as TPUs need.
+            (glue_suite.batching; training batches group rows of similar length): 1 without
+            XLA, where one trace serves every length; under XLA, which compiles each,
+            batching.XLA_LENGTH_MULTIPLE; 0: every batch padded to max_seq_length, as TPUs
+            need.
     """
     learning_rate: float
     epochs: int
@@ -77,7 +79,7 @@ class TrainSettings:
     head: str = "dense"
     feature_mode: Optional[str] = None
     bilstm_units: int = 768
-    length_multiple: int = 8
+    length_multiple: int = 1
 
 
 # ---------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
 from glue_suite import (export, finetune, outputs, predictions, readers, scoring, task_models,
                         timings)
+from glue_suite.batching import XLA_LENGTH_MULTIPLE
 from glue_suite.data_dir import MissingDataError
 from glue_suite.frozen_features import LayerCache
 from glue_suite.grid_progress import GridProgress, grid_identity
@@ -183,11 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_answer_length", type=_positive, default=squad.max_answer_length)
     p.add_argument("--null_score_diff_threshold", type=float,
                    default=squad.null_score_diff_threshold)
-    p.add_argument("--length_multiple", type=int, default=train.length_multiple,
+    p.add_argument("--length_multiple", type=int,
                    help="cut every batch to its longest row rounded up to this multiple; "
                         "training batches group rows of similar length (default "
-                        "%(default)s; 0: pad every batch to --max_seq_length, as "
-                        "--strategy tpu does)")
+                        f"{train.length_multiple}, {XLA_LENGTH_MULTIPLE} with --jit_compile, "
+                        "where every new length compiles; 0: pad every batch to "
+                        "--max_seq_length, as --strategy tpu does)")
     p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=train.verbose,
                    help="Keras progress bar: 1 bar, 2 one line per epoch, 0 none")
     p.add_argument("--run_eagerly", action="store_true",

@@ -12,6 +12,7 @@ from typing import Optional
 
 from glue_suite import features as feats
 from glue_suite import finetune, scoring
+from glue_suite.batching import XLA_LENGTH_MULTIPLE
 from glue_suite.data_dir import resolve_source
 from glue_suite.export import check_exportable
 from glue_suite.tasks import TOKEN, TaskSpec, get_task
@@ -112,13 +113,24 @@ def _check_flags(args: argparse.Namespace, spec: TaskSpec, train_spec: TaskSpec)
     if args.feature_mode and spec.kind != TOKEN:
         raise ValueError(f"--feature_mode needs a token task (conll2003), not {spec.name} "
                          f"({spec.kind}); the paper's feature-based runs are NER only")
-    if args.length_multiple < 0:
+    if args.length_multiple is not None and args.length_multiple < 0:
         raise ValueError(f"--length_multiple must be 0 (no trimming) or positive, got "
                          f"{args.length_multiple}")
     if args.feature_mode and args.head != "dense":
         raise ValueError("--feature_mode always tags with a BiLSTM; do not pass --head")
     if args.export_dir:
         check_exportable(spec)
+
+
+def _length_multiple(args: argparse.Namespace) -> int:
+    """--length_multiple, or its default for the strategy and compiler."""
+    if args.strategy == "tpu":
+        return 0  # TPUs need static shapes: batches padded to max_seq_length
+    if args.length_multiple is not None:
+        return args.length_multiple
+    # Without XLA one trace serves every length, so each batch is cut to its longest row;
+    # XLA compiles every new length, so fewer lengths pay there (glue_suite.batching).
+    return XLA_LENGTH_MULTIPLE if args.jit_compile else finetune.TrainSettings.length_multiple
 
 
 def resolve_config(args: argparse.Namespace) -> RunConfig:
@@ -136,8 +148,7 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         verbose=args.verbose, run_eagerly=args.run_eagerly,
         jit_compile=args.jit_compile, head=args.head,
         feature_mode=args.feature_mode, bilstm_units=args.bilstm_units,
-        # TPUs need static shapes: batches padded to max_seq_length.
-        length_multiple=0 if args.strategy == "tpu" else args.length_multiple)
+        length_multiple=_length_multiple(args))
     features = feats.FeatureSettings(
         max_seq_length=args.max_seq_length or hp.max_seq_length,
         doc_stride=args.doc_stride or hp.doc_stride or feats.FeatureSettings.doc_stride,

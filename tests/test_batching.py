@@ -154,8 +154,13 @@ def test_tpu_path_keeps_static_shapes_and_drops_the_remainder():
         batching.train_dataset(data, 8, 0, length_multiple=8, drop_remainder=True)
     args = build_parser().parse_args(["--task", "rte", "--strategy", "tpu", "--tpu", "local"])
     assert resolve_config(args).train.length_multiple == 0
-    args = build_parser().parse_args(["--task", "rte"])
-    assert resolve_config(args).train.length_multiple == finetune.TrainSettings.length_multiple
+    resolved = lambda *flags: resolve_config(build_parser().parse_args(
+        ["--task", "rte", *flags])).train.length_multiple
+    # Without XLA each batch is cut to its longest row; XLA compiles each length anew.
+    assert resolved() == finetune.TrainSettings.length_multiple == 1
+    assert resolved("--jit_compile") == batching.XLA_LENGTH_MULTIPLE > 1
+    assert resolved("--jit_compile", "--length_multiple", "32") == 32
+    assert resolved("--length_multiple", "0") == 0
 
 
 @pytest.mark.parametrize("length_multiple", [8, 0])

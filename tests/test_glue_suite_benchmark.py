@@ -30,7 +30,13 @@ def test_rotation_puts_every_recipe_first_in_turn():  # bert_tf.timing.rotated
 def test_recipes_flag(tmp_path):
     parse = lambda text: benchmark.build_parser().parse_args(["--recipes", text]).recipes
     assert parse(f"glue_suite,glue_suite@{tmp_path}") == ("glue_suite", f"glue_suite@{tmp_path}")
-    for bad in ("glue_suite,nope", f"glue_suite@{tmp_path}/missing", "hf_torch,hf_torch"):
+    assert parse("glue_suite_multiple1,glue_suite_padded") == ("glue_suite_multiple1",
+                                                               "glue_suite_padded")
+    assert [benchmark.recipe_length_multiple(r) for r in
+            ("glue_suite", "glue_suite_padded", "glue_suite_multiple16", "hf_torch")] == \
+        [None, 0, 16, None]
+    for bad in ("glue_suite,nope", f"glue_suite@{tmp_path}/missing", "hf_torch,hf_torch",
+                "glue_suite_multiple0", "glue_suite_multiple", "glue_suite_multiplex"):
         with pytest.raises(SystemExit):
             parse(bad)
 

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import name_map
 from bert_tf.config import BertConfig
-from bert_tf.pretraining_model import (BertPretrainer, cross_entropy_and_prediction,
+from bert_tf.pretraining_model import (BertPretrainer, PredictionSlots,
+                                       cross_entropy_and_prediction,
                                        hidden_targets, mean_metrics, prediction_targets,
                                        pretraining_loss, sample_next_token_positions)
 
@@ -305,6 +306,43 @@ def test_lm_loss_and_gradients_match_the_plain_cross_entropy(objective):
         if ref is not None:
             np.testing.assert_allclose(grad, ref, rtol=1e-4, atol=1e-6 * scale,
                                        err_msg=variable.path)
+
+
+@pytest.mark.parametrize("objective", ["nsp", "ltr"])
+def test_only_weighted_slots_give_the_same_sums_and_gradients(objective):
+    """The LM head over the weighted slots alone (`PredictionSlots`): the batch has
+    padding slots (one masked-LM slot, LTR's positions after each sequence's end), and
+    a last batch has no prediction at all."""
+    model = build(objective)
+    batch = features()
+    empty = {**batch, "masked_lm_weights": np.zeros((B, P), "float32"),
+             "input_mask": np.zeros((B, T), "int32")}
+    _, labels, weights = prediction_targets(batch, objective)
+    assert (weights.numpy() == 0).any()
+    slots = PredictionSlots(weights, only_weighted=True)
+    assert slots.take(labels).shape[0] == np.count_nonzero(weights.numpy())
+    for data in (batch, empty):
+        results = []
+        for only_weighted in (True, False):
+            with tf.GradientTape() as tape:
+                sums = model.example_sums(data, only_weighted=only_weighted)
+                loss = tf.reduce_sum(sums["mlm_loss"])
+            grads = tape.gradient(loss, model.trainable_variables)
+            results.append(({k: v.numpy() for k, v in sums.items()},
+                            [None if g is None else tf.convert_to_tensor(g).numpy()
+                             for g in grads]))
+        (sums, grads), (ref_sums, ref_grads) = results
+        assert sums.keys() == ref_sums.keys()
+        for key in sums:
+            np.testing.assert_allclose(sums[key], ref_sums[key], rtol=1e-5, atol=1e-6,
+                                       err_msg=key)
+        assert [g is None for g in grads] == [g is None for g in ref_grads]
+        scale = max([np.abs(g).max() for g in ref_grads if g is not None] + [1e-30])
+        for variable, grad, ref in zip(model.trainable_variables, grads, ref_grads):
+            if ref is not None:
+                np.testing.assert_allclose(grad, ref, rtol=1e-4, atol=1e-6 * scale,
+                                           err_msg=variable.path)
+    assert float(np.sum(ref_sums["mlm_count"])) == 0.0  # the empty batch
 
 
 def test_mlm_head_is_tied_to_the_token_embeddings():

@@ -74,8 +74,14 @@ def pretrain_step(args, model_dir: str, patches: dict):
     return step_alone
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__,
+def compare(script: str, description: str, contenders: dict) -> None:
+    """Parses the command line, traces each contender's step under its patches and prints
+    their rates and first / second with a 95% bootstrap interval over rounds.
+
+    Args:
+        contenders: {name: patches} (`pretrain_step`), two of them, in the ratio's order.
+    """
+    p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train_files", required=True)
     p.add_argument("--vocab_file", required=True)
@@ -85,18 +91,20 @@ def main():
     # pretrain_benchmark.ours's settings: Tiny, batch 64 x 128, 20 predictions, no XLA.
     args.size, args.batch_size, args.seq_length, args.max_predictions = "tiny", 64, 128, 20
     args.steps_per_execution, args.jit_compile = 1, False
-    print("\n".join(timing.header("results/benchmark/mlm_xent_ab.py")), flush=True)
+    print("\n".join(timing.header(script)), flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
-        contenders = {"label_logit": pretrain_step(args, f"{model_dir}/a", {}),
-                      "scatter": pretrain_step(args, f"{model_dir}/b", scatter_variant())}
-        seconds = timing.run_rounds(contenders, args.rounds, log=lambda s: print(s, flush=True))
+        steps = {name: pretrain_step(args, f"{model_dir}/{number}", patches)
+                 for number, (name, patches) in enumerate(contenders.items())}
+        seconds = timing.run_rounds(steps, args.rounds, log=lambda s: print(s, flush=True))
     rates = {name: [64 * args.steps / s for s in values] for name, values in seconds.items()}
     for name, values in rates.items():
         median, low, high = timing.spread(values)
         print(f"{name:<12} {median:7.2f} examples/s ({low:.2f}-{high:.2f})")
-    ratio, low, high = timing.bootstrap_ratio(rates["label_logit"], rates["scatter"])
-    print(f"label_logit / scatter examples/s = {ratio:.3f} (95% CI {low:.3f}-{high:.3f})")
+    first, second = contenders
+    ratio, low, high = timing.bootstrap_ratio(rates[first], rates[second])
+    print(f"{first} / {second} examples/s = {ratio:.3f} (95% CI {low:.3f}-{high:.3f})")
 
 
 if __name__ == "__main__":
-    main()
+    compare("results/benchmark/mlm_xent_ab.py", __doc__,
+            {"label_logit": {}, "scatter": scatter_variant()})
