@@ -13,11 +13,11 @@ Prints the provenance header, each contender's median steps/s with its min-max, 
 fused / keras per step with a 95% bootstrap interval over rounds.
 """
 
-import argparse
 import tempfile
 
 import keras
 import tensorflow as tf
+from mlm_xent_ab import parse_args
 
 from bert_tf import distribute, optimization, timing
 from bert_tf.config import BertConfig
@@ -77,13 +77,7 @@ def pretrain_step(args, model_dir: str):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--train_files", required=True)
-    p.add_argument("--vocab_file", required=True)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=8)
-    args = p.parse_args()
+    args = parse_args(__doc__)
     print("\n".join(timing.header("results/benchmark/fused_adam_ab.py")), flush=True)
     with tempfile.TemporaryDirectory() as model_dir:
         contenders = {}

@@ -74,6 +74,18 @@ def pretrain_step(args, model_dir: str, patches: dict):
     return step_alone
 
 
+def parse_args(description: str) -> argparse.Namespace:
+    """The command line of the step A/B scripts here (this one, prediction_slots_ab.py,
+    fused_adam_ab.py): the records, the vocabulary, steps per round and rounds."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train_files", required=True)
+    p.add_argument("--vocab_file", required=True)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
+    return p.parse_args()
+
+
 def compare(script: str, description: str, contenders: dict) -> None:
     """Parses the command line, traces each contender's step under its patches and prints
     their rates and first / second with a 95% bootstrap interval over rounds.
@@ -81,13 +93,7 @@ def compare(script: str, description: str, contenders: dict) -> None:
     Args:
         contenders: {name: patches} (`pretrain_step`), two of them, in the ratio's order.
     """
-    p = argparse.ArgumentParser(description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--train_files", required=True)
-    p.add_argument("--vocab_file", required=True)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=8)
-    args = p.parse_args()
+    args = parse_args(description)
     # pretrain_benchmark.ours's settings: Tiny, batch 64 x 128, 20 predictions, no XLA.
     args.size, args.batch_size, args.seq_length, args.max_predictions = "tiny", 64, 128, 20
     args.steps_per_execution, args.jit_compile = 1, False
