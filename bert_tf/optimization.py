@@ -103,6 +103,10 @@ class AdamW(keras.optimizers.AdamW):
     results/benchmark/trace_ab.py).
     """
 
+    # Whether the step's embedding slices are one per row (`_backend_apply_gradients`),
+    # so that `_clip_gradients` may measure them as they are.
+    _slices_summed = False
+
     def update_step(self, gradient, variable, learning_rate):
         self._update(gradient, variable, learning_rate, scalars={})
 
@@ -142,14 +146,15 @@ class AdamW(keras.optimizers.AdamW):
         # gradients, as PyTorch's are). On one replica a repeated row's slices are summed
         # first, so the norm is the gradient's; the slices stay slices (clipping scales
         # them, the fused update makes them dense once). Replicas keep Keras's clipping.
-        if _one_replica(_tf_variables(trainable_variables)):
+        self._slices_summed = _one_replica(_tf_variables(trainable_variables))
+        if self._slices_summed:
             grads = [_summed_slices(g) if isinstance(g, tf.IndexedSlices) else g
                      for g in grads]
         return super()._backend_apply_gradients(grads, trainable_variables)
 
     def _clip_gradients(self, grads):
         # Keras's clipping would make the slices dense to square them.
-        if (self.global_clipnorm and tf.distribute.get_strategy().num_replicas_in_sync == 1
+        if (self.global_clipnorm and self._slices_summed
                 and any(isinstance(g, tf.IndexedSlices) for g in grads)):
             return _clip_by_global_norm(grads, self.global_clipnorm)
         return super()._clip_gradients(grads)

@@ -162,6 +162,15 @@ def _train_dataset(spec: TaskSpec, train_features: dict, settings: TrainSettings
                                   drop_remainder)
 
 
+def _padding_description(length_multiple: int, max_seq_length: int) -> str:
+    """How fine_tune's batches are padded, for its log line."""
+    if not length_multiple:
+        return f"padded to {max_seq_length}"
+    if length_multiple == 1:
+        return "length-bucketed, each batch cut to its longest row"
+    return f"length-bucketed, each batch cut to a multiple of {length_multiple}"
+
+
 def build_variables_before_fit(model: keras.Model, dataset: tf.data.Dataset) -> None:
     """Creates the optimizer's slots and the loss trackers from one batch, as `fit` does
     itself under a strategy's scope (Keras's Trainer._symbolic_build). Without a scope
@@ -230,8 +239,7 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     logger.info("training %s: %d features, batch %d, %d epochs = %d steps (%d warmup), "
                 "lr %g, seed %d, %s", spec.name, num_features, settings.batch_size,
                 settings.epochs, num_train_steps, num_warmup_steps, settings.learning_rate,
-                settings.seed, f"length-bucketed (multiples of {settings.length_multiple})"
-                if settings.length_multiple else f"padded to {max_seq_length}")
+                settings.seed, _padding_description(settings.length_multiple, max_seq_length))
     if settings.feature_mode:
         logger.info("feature-based (%s): the tagger trains on the cached encoder outputs %s",
                     settings.feature_mode, train_layers.layers)

@@ -1,9 +1,10 @@
-"""Two runs of the chosen recipe that differ only in their seed (initialisation, dropout,
-data order): held-out masked LM side by side at every common evaluation, and the final
-difference with a paired bootstrap interval over the held-out sequences (both runs score
-the same first 2,560 held-out sequences: `heldout_losses.tsv`, one row per sequence).
+"""Two pretraining runs at batch 64 that differ in one thing (the seed: initialisation,
+dropout, data order; or the model size): held-out masked LM side by side at every common
+evaluation, and the final difference with a paired bootstrap interval over the held-out
+sequences (both runs score the same first 2,560 held-out sequences: `heldout_losses.tsv`,
+one row per sequence).
 
-    python results/pretraining/recipe_search/seeds.py \\
+    python results/pretraining/recipe_search/paired_runs.py \\
         results/pretraining/recipe_search/b64_lr4e-3 results/runs/cpu.pretrain.tiny-nsp/files
 """
 
@@ -31,9 +32,11 @@ def heldout(model_dir: str) -> np.ndarray:
                      for r in rows])
 
 
-def seed_of(model_dir: str) -> int:
+def label(model_dir: str) -> str:
+    """The run's model size and seed, e.g. "tiny, seed 0"."""
     with open(os.path.join(model_dir, "pretrain_config.json")) as f:
-        return json.load(f)["seed"]
+        config = json.load(f)
+    return f"{config['model_size']}, seed {config['seed']}"
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, column: int) -> tuple:
@@ -47,6 +50,11 @@ def paired_interval(a: np.ndarray, b: np.ndarray, column: int) -> tuple:
     return value, *np.percentile(diffs, [2.5, 97.5])
 
 
+def perplexity(losses: np.ndarray) -> float:
+    """exp(loss per prediction) over the held-out sequences."""
+    return float(np.exp(losses[:, 0].sum() / losses[:, 1].sum()))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -54,7 +62,7 @@ def main():
     p.add_argument("second")
     args = p.parse_args()
     first, second = evaluations(args.first), evaluations(args.second)
-    names = [f"seed {seed_of(d)}" for d in (args.first, args.second)]
+    names = [label(d) for d in (args.first, args.second)]
     print(f"| step | sequences | {names[0]}: acc / loss | {names[1]}: acc / loss |")
     print("|---|---|---|---|")
     for step in sorted(set(first) & set(second)):
@@ -69,7 +77,8 @@ def main():
     print(f"\nFinal, {names[1]} minus {names[0]} over {len(a):,} held-out sequences "
           f"(paired bootstrap, {RESAMPLES:,} resamples, 95%): MLM accuracy "
           f"{acc[0]:+.2%} [{acc[1]:+.2%}, {acc[2]:+.2%}], loss per prediction "
-          f"{loss[0]:+.3f} [{loss[1]:+.3f}, {loss[2]:+.3f}]")
+          f"{loss[0]:+.3f} [{loss[1]:+.3f}, {loss[2]:+.3f}]; perplexity "
+          f"{perplexity(a):.0f} against {perplexity(b):.0f}")
 
 
 if __name__ == "__main__":
