@@ -1,14 +1,14 @@
 #!/bin/sh
 # Issue 14: which batch, peak rate and warmup leave BERT-Tiny's plateau soonest per training
 # sequence? Eight arms at once on a lent GPU with the HF reference (`../parity/hf_reference.py`,
-# learning-curve parity with bert_tf.pretrain within 0.6%), on the 100,000-record subset that
-# fits the GPU machine's transfer limit (`../parity/record_arrays.py`; made as in
-# `../parity/README.md`). Every arm is the recipe (`b64_lr4e-3/pretrain_config.json`) with its
-# batch, rate, warmup and seeds changed and its schedule sized to 500,000 sequences, what 100
-# minutes of float32 Tiny buy on the AVX2 CPU (~84 sequences/s); held-out every 9,600
-# sequences; each arm stopped after SECONDS.
+# learning-curve parity with bert_tf.pretrain within 0.6%), on a subset of the training
+# records small enough for the GPU machine's transfer limit (`../parity/record_arrays.py`:
+# 85,000 records in the recorded run, `README.md`). Every arm is the recipe
+# (`b64_lr4e-3/pretrain_config.json`) with its batch, rate, warmup and seeds changed and its
+# schedule sized to 500,000 sequences, what 100 minutes of float32 Tiny buy on the AVX2 CPU
+# (~84 sequences/s); held-out every 9,600 sequences; each arm stopped after SECONDS.
 #
-#   sh results/pretraining/recipe_search/gpu_arms.sh runs/gpu/records.npz OUTDIR [SECONDS]
+#   sh results/pretraining/recipe_search/gpu_arms.sh runs/gpu/records85k.npz OUTDIR [SECONDS]
 ARRAYS=$1 DIR=$2 SECONDS_EACH=${3:-470} DEVICE=${DEVICE:-cuda}
 BASE=results/pretraining/recipe_search/b64_lr4e-3/pretrain_config.json
 mkdir -p "$DIR"

@@ -77,8 +77,8 @@ def main():
     print(f"\nFinal, {names[1]} minus {names[0]} over {len(a):,} held-out sequences "
           f"(paired bootstrap, {RESAMPLES:,} resamples, 95%): MLM accuracy "
           f"{acc[0]:+.2%} [{acc[1]:+.2%}, {acc[2]:+.2%}], loss per prediction "
-          f"{loss[0]:+.3f} [{loss[1]:+.3f}, {loss[2]:+.3f}]; perplexity "
-          f"{perplexity(a):.0f} against {perplexity(b):.0f}")
+          f"{loss[0]:+.3f} [{loss[1]:+.3f}, {loss[2]:+.3f}]; perplexity: {names[0]} "
+          f"{perplexity(a):.0f}, {names[1]} {perplexity(b):.0f}")
 
 
 if __name__ == "__main__":
