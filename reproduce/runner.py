@@ -38,7 +38,7 @@ KEEP = {
                  "heldout_losses.tsv"),
     # restarts/lr*: every restart's dev predictions, for the bootstrap intervals of
     # reproduce.statistics. The gold labels beside them (restarts/gold) are the
-    # benchmark's own: not copied; the record holds their digest (`_gold_digests`).
+    # benchmark's own: not copied; the record holds their digest (`gold_digests`).
     "finetune": ("metrics.json", "*_predictions.tsv", "predictions.json", "null_odds.json",
                  "submission/*.tsv", "restarts/lr*/*"),
 }
@@ -225,7 +225,7 @@ def _copy_outputs(run: Run, files_dir: str) -> list:
     return copied
 
 
-def _gold_digests(out_dir: str, task: str) -> dict:
+def gold_digests(out_dir: str, task: str) -> dict:
     """{split: predictions.gold_digest} of the gold labels a fine-tuning run wrote beside
     its restarts (read through a local copy: out_dir may be gs://)."""
     spec = get_task(task)
@@ -385,7 +385,7 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
             record.update(status="finished", metrics=metrics, result=result)
             record["outputs"]["files"] = copied
             if run.stage == "finetune":
-                record["outputs"]["gold_sha256"] = _gold_digests(run.out_dir, result["task"])
+                record["outputs"]["gold_sha256"] = gold_digests(run.out_dir, result["task"])
         except (OSError, KeyError, ValueError) as e:
             record.update(status="failed", reason=f"outputs missing: {e}", log_tail=tail)
     write_record(output_dir, record, plan.data_dir)

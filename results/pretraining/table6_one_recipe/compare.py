@@ -21,8 +21,7 @@ import os
 import shutil
 
 from glue_suite import predictions
-from glue_suite.tasks import get_task
-from reproduce import statistics
+from reproduce import runner, statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAN_RECORDS = os.path.join(HERE, "..", "..")  # results/: its runs/ holds the plan's records
@@ -50,12 +49,8 @@ def collect(runs_dir: str) -> None:
             copy = os.path.join(target, os.path.relpath(path, source))
             os.makedirs(os.path.dirname(copy), exist_ok=True)
             shutil.copy(path, copy)
-        spec = get_task(task)
-        digests = {split: predictions.gold_digest(predictions.read_gold(spec, split, source))
-                   for split in spec.eval_splits
-                   if os.path.exists(predictions.gold_path(spec, split, source))}
         with open(os.path.join(target, GOLD_DIGESTS), "w") as f:
-            json.dump(digests, f, indent=1)
+            json.dump(runner.gold_digests(source, task), f, indent=1)
 
 
 def _record(path: str) -> dict:
