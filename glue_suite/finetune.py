@@ -252,7 +252,9 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     seconds = time.perf_counter() - began
     return model, {"loss": [float(x) for x in history.history["loss"]],
                    "steps": num_train_steps, "warmup_steps": num_warmup_steps,
-                   "seconds": round(seconds, 1),
+                   # The precision of trace_seconds, so that seconds - trace (the steps
+                   # after the first, glue_suite.timings) cannot round below zero.
+                   "seconds": round(seconds, 2),
                    "features_per_second": round(num_features * settings.epochs / seconds, 2),
                    "build_seconds": round(build_seconds, 2), **clock.summary()}
 
