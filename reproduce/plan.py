@@ -266,7 +266,7 @@ class Planner:
                 phase2_seq_length=LONG_SEQ, phase2_max_predictions_per_seq=PREDICTIONS[LONG_SEQ],
                 phase2_fraction=round(1 - paper.PRETRAINING["phase1_fraction"], 6))
         name = f"{size}-{objective}" + _suffix(rates, vocab)
-        recipe = s.pretraining_for(size)
+        recipe = s.pretraining
         command = PretrainCommand(
             config=size, objective=objective,
             train_files=os.path.join(self.runs[data].out_dir, "part-*"),
@@ -307,7 +307,7 @@ class Planner:
         if (size, rates, vocab) != (s.ablation_size, PAPER_RATES, "uncased") or \
                 objective not in ("nsp", "ltr"):
             return ()
-        return tuple(step for step in s.figure5_steps if step < s.pretraining_for(size).steps)
+        return tuple(step for step in s.figure5_steps if step < s.pretraining.steps)
 
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, job: FinetuneJob) -> Optional[str]:

@@ -134,24 +134,23 @@ def test_missing_data_gives_reasons_not_runs(fake_data, tmp_path):
     assert notes and "20k" in notes[0]
 
 
-def test_cpu_plan_pretrains_each_size_by_its_recipe_in_units(fake_data, tmp_path):
+def test_cpu_plan_pretrains_every_model_by_one_recipe_in_units(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
     pretrain = [r for r in plan.runs.values() if r.stage == "pretrain"]
     assert {r.info["model"]["size"] for r in pretrain} == {"tiny", "mini"}
-    # Equal budget for every objective and masking of a size (Tables 5 and 8).
-    for size in ("tiny", "mini"):
-        recipe = CPU.pretraining_for(size)
-        for run in (r for r in pretrain if r.info["model"]["size"] == size):
-            args = dict(zip(run.args[::2], run.args[1::2]))
-            assert (int(args["--num_train_steps"]), int(args["--global_batch_size"]),
-                    float(args["--learning_rate"]), args["--precision"]) == (
-                recipe.steps, recipe.batch_size, recipe.learning_rate, recipe.precision)
-            # The same held-out sequences for every size: per-sequence losses pair up.
-            assert int(args["--eval_steps"]) * recipe.batch_size == CPU.eval_sequences
-            # LTR scores 20 sampled next tokens, as many predictions as MLM: the same cost.
-            assert args.get("--ltr_predictions") == (
-                "20" if run.info["model"]["objective"] == "ltr" else None)
-            assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
+    # Equal budget for every size, objective and masking (Tables 5, 6 and 8).
+    recipe = CPU.pretraining
+    for run in pretrain:
+        args = dict(zip(run.args[::2], run.args[1::2]))
+        assert (int(args["--num_train_steps"]), int(args["--global_batch_size"]),
+                float(args["--learning_rate"]), args["--precision"]) == (
+            recipe.steps, recipe.batch_size, recipe.learning_rate, recipe.precision)
+        # The same held-out sequences for every size: per-sequence losses pair up.
+        assert int(args["--eval_steps"]) * recipe.batch_size == CPU.eval_sequences
+        # LTR scores 20 sampled next tokens, as many predictions as MLM: the same cost.
+        assert args.get("--ltr_predictions") == (
+            "20" if run.info["model"]["objective"] == "ltr" else None)
+        assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
     # The + BiLSTM row on its claim's column only; Figure 5's earlier points one restart.
     assert sorted(r.info["task"] for r in plan.runs.values() if r.info.get("head") == "bilstm") \
         == ["squad1.1"]
@@ -192,11 +191,11 @@ def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
     pretrain = plan.runs["cpu.pretrain.tiny-nsp"]
     assert pretrain.unavailable is None
-    assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "1500,4500"
-    early = plan.runs["cpu.finetune.tiny-nsp@1500.mnli"]
-    assert early.unavailable is None and early.info["pretrain_step"] == 1500
+    assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "600,1800"
+    early = plan.runs["cpu.finetune.tiny-nsp@600.mnli"]
+    assert early.unavailable is None and early.info["pretrain_step"] == 600
     checkpoint = early.args[early.args.index("--init_checkpoint") + 1]
-    assert checkpoint == os.path.join(pretrain.out_dir, "export_1500")
+    assert checkpoint == os.path.join(pretrain.out_dir, "export_600")
 
 
 def test_every_table_has_an_experiment_and_paper_numbers():
