@@ -35,10 +35,11 @@ One row per claim and column. `our_delta` is the difference of our cells (mean o
 fine-tuning restarts at the learning rate picked on dev) in the direction of the claim,
 so a positive number agrees with the paper; `paper_delta` is the paper's, same
 direction. [ci_low, ci_high] is a {statistics.CONFIDENCE:.0%} percentile bootstrap
-interval of our difference: {statistics.RESAMPLES:,} resamples of the dev examples, the
-same examples for every restart of a cell and for both cells of a claim when they were
-scored on the same examples (paired), independent draws otherwise; the statistic is the
-difference of the two cells' means over restarts (`reproduce/statistics.py`).
+interval of our difference: {statistics.RESAMPLES:,} resamples of the dev examples and of
+each cell's fine-tuning restarts, the same examples for every restart of a cell and for
+both cells of a claim when they were scored on the same examples (paired), independent
+draws otherwise; the statistic is the difference of the two cells' means over the drawn
+restarts (`reproduce/statistics.py`).
 
 Verdicts:
 - **{REPRODUCED}**: the interval excludes 0 on the paper's side;

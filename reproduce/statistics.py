@@ -3,12 +3,16 @@ from a run record alone.
 
 A fine-tuning cell is the mean, over the restarts at the learning rate picked on dev,
 of the task's official metric on a dev split (`seed_statistics`, from glue_suite's grid
-summary). Its interval is a percentile bootstrap over dev examples that keeps the
-restarts together: each of RESAMPLES resamples draws n example indices with replacement,
-the same indices for every restart (they were scored on the same examples), computes the
-metric of each restart on that resample and averages over restarts; the 2.5th and
-97.5th percentiles of those means bound the interval. It covers the sampling of dev
-examples given these restarts; the spread between restarts is the ± std beside it.
+summary). Its interval is a percentile bootstrap over both sources of its noise, dev
+examples and fine-tuning restarts (the multi-bootstrap of Sellam et al., 2022, "The
+MultiBERTs", over fine-tuning seeds): each of RESAMPLES resamples draws n example
+indices with replacement, the same indices for every restart (they were scored on the
+same examples), draws k of the cell's k restarts with replacement, and averages the
+drawn restarts' metric on those examples; the 2.5th and 97.5th percentiles of those
+means bound the interval. With one restart it is the plain bootstrap over examples; with
+restarts that disagree (one unlucky seed) it widens, where an interval over examples
+alone would call their mean precise. Pretraining seeds are not resampled: each
+pretrained row is one run.
 
 The per-example predictions come from the run's restarts/ folder
 (`glue_suite.predictions`: every restart's dev predictions), copied beside the record,
@@ -377,22 +381,34 @@ def split_data(record: dict, metric: str, files_dir: str,
 
 
 # ---------------------------------------------------------------------------- bootstrap
+def _seed(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
+
+
 def resample_indices(examples: Sequence[str], resamples: int = RESAMPLES):
     """Yields [<=100, n] arrays of indices into `examples` drawn with replacement,
     `resamples` rows in all, from a generator seeded by the examples' names (task,
     split and keys): the same examples give the same indices, which pairs the cells
     evaluated on them."""
-    digest = hashlib.sha256("\n".join(examples).encode("utf-8")).digest()
-    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    rng = np.random.default_rng(_seed("\n".join(examples)))
     for start in range(0, resamples, _CHUNK):
         yield rng.integers(0, len(examples), (min(_CHUNK, resamples - start), len(examples)))
 
 
-def bootstrap(data: SplitData, resamples: int = RESAMPLES) -> np.ndarray:
-    """[resamples] replicates of the mean over restarts of the metric."""
+def bootstrap(data: SplitData, cell: str, resamples: int = RESAMPLES) -> np.ndarray:
+    """[resamples] replicates of the mean over restarts of the metric, examples and
+    restarts resampled (see the module docstring). `cell`: the cell's name (its run id),
+    which seeds the restart draws: two cells' restarts are independent experiments, so
+    they are drawn independently, and the same cell is drawn the same way every time."""
     examples = [f"{data.task}/{data.split}/{key}" for key in data.keys]
-    return np.concatenate([np.mean([score(indices) for score in data.scorers], axis=0)
-                           for indices in resample_indices(examples, resamples)])
+    rng = np.random.default_rng(_seed(f"restarts of {cell}"))
+    replicates = []
+    for indices in resample_indices(examples, resamples):
+        scores = np.stack([score(indices) for score in data.scorers])  # [k, B]
+        k, b = scores.shape
+        picked = rng.integers(0, k, (b, k))
+        replicates.append(scores[picked, np.arange(b)[:, None]].mean(axis=1))
+    return np.concatenate(replicates)
 
 
 def estimate(record: dict, metric: str, output_dir: str, data_dir: Optional[str] = None,
@@ -412,7 +428,7 @@ def estimate(record: dict, metric: str, output_dir: str, data_dir: Optional[str]
     files_dir = os.path.join(output_dir, "runs", record["run_id"], "files")
     try:
         return Estimate(value, bootstrap(split_data(record, metric, files_dir, data_dir),
-                                         resamples))
+                                         record["run_id"], resamples))
     except Unavailable as e:
         return Estimate(value, None, str(e))
 

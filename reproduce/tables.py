@@ -67,9 +67,10 @@ NOTES = {
 PERPLEXITY = "perplexity"
 CELL_LEGEND = (f"Cells: ours / paper (ours - paper). Ours: mean [{statistics.CONFIDENCE:.0%} "
                f"interval] ± std (n = fine-tuning restarts at the learning rate picked on "
-               f"dev). The interval is a percentile bootstrap over dev examples "
-               f"({statistics.RESAMPLES:,} resamples, the same examples for every "
-               f"restart, the statistic their mean: reproduce/statistics.py); a cell "
+               f"dev). The interval is a percentile bootstrap over dev examples and "
+               f"restarts ({statistics.RESAMPLES:,} resamples, the same examples for "
+               f"every restart, the restarts drawn with replacement, the statistic their "
+               f"mean: reproduce/statistics.py); a cell "
                f"without one has no per-example outputs in its record (ci_note in the "
                f"csv says why).")
 

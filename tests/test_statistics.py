@@ -152,7 +152,8 @@ def test_squad_v2_scorer_matches_the_official_score_and_threshold_search():
 
 
 # -------------------------------------------------------------------------- bootstrap
-def _cell(hits_per_restart, keys=None, task="mnli", split="dev_matched", resamples=4000):
+def _cell(hits_per_restart, keys=None, task="mnli", split="dev_matched", resamples=4000,
+          name="cell"):
     """An Estimate of accuracy from per-restart hit vectors (1 = correct)."""
     n = len(hits_per_restart[0])
     gold = np.zeros(n, np.int64)
@@ -160,7 +161,7 @@ def _cell(hits_per_restart, keys=None, task="mnli", split="dev_matched", resampl
                     for h in hits_per_restart)
     data = SplitData(task, split, tuple(keys or (str(i) for i in range(n))), scorers,
                      tuple(100 * np.mean(h) for h in hits_per_restart))
-    return Estimate(float(np.mean(data.full)), statistics.bootstrap(data, resamples))
+    return Estimate(float(np.mean(data.full)), statistics.bootstrap(data, name, resamples))
 
 
 def _scipy_interval(samples, statistic, paired):
@@ -182,14 +183,43 @@ def test_one_restart_matches_scipy_bootstrap_and_the_normal_interval():
     assert high == pytest.approx(100 * p + half, abs=0.6)
 
 
-def test_restarts_share_their_resamples_and_are_averaged():
+def _two_level_interval(hits_per_restart, resamples=4000, seed=3):
+    """The multi-bootstrap written out loop by loop: examples, then restarts, drawn with
+    replacement; the drawn restarts' mean accuracy on the drawn examples."""
+    rng = np.random.default_rng(seed)
+    hits = 100 * np.asarray(hits_per_restart)
+    k, n = hits.shape
+    means = []
+    for _ in range(resamples):
+        examples = rng.integers(0, n, n)
+        restarts = rng.integers(0, k, k)
+        means.append(np.mean([hits[r, examples].mean() for r in restarts]))
+    return tuple(np.percentile(means, [2.5, 97.5]))
+
+
+def test_restarts_share_their_examples_and_are_resampled_too():
     rng = np.random.default_rng(13)
     first = (rng.random(300) < 0.6).astype(float)
     second = np.where(rng.random(300) < 0.9, first, 1 - first)  # mostly the same errors
-    low, high = _cell([first, second]).interval()
-    ref = _scipy_interval((100 * first, 100 * second),
-                          lambda a, b, axis: (a.mean(axis) + b.mean(axis)) / 2, True)
-    assert (low, high) == pytest.approx(ref, abs=0.4)
+    third = np.where(rng.random(300) < 0.25, 1.0, first)  # an easier restart: +~10 points
+    hits = [first, second, third]
+    low, high = _cell(hits).interval()
+    ref = _two_level_interval(hits)
+    # Two Monte Carlo estimates of a percentile, 4,000 draws each: they differ by ~0.06
+    # standard deviations of the replicates (~0.015 widths); 0.08 widths is ~5 sigma.
+    assert (low, high) == pytest.approx(ref, abs=0.08 * (ref[1] - ref[0]))
+    # Over examples alone (the restarts kept together) the interval would be narrower:
+    # the restarts' disagreement adds to it.
+    examples_only = _scipy_interval(
+        tuple(100 * h for h in hits), lambda a, b, c, axis: (a.mean(axis) + b.mean(axis)
+                                                            + c.mean(axis)) / 3, True)
+    assert high - low > 1.2 * (examples_only[1] - examples_only[0])
+    # Identical restarts add nothing: the interval of one of them.
+    assert _cell([first, first, first]).interval() == pytest.approx(
+        _cell([first]).interval(), abs=0.3)
+    # The restart draws are the cell's own: seeded by its name, the same every time.
+    again = _cell(hits)
+    assert (again.interval() == (low, high)) and _cell(hits, name="other").interval() != (low, high)
 
 
 def test_paired_and_unpaired_differences_match_scipy():

@@ -87,7 +87,8 @@ def tiny_estimates(data_dir: str) -> dict:
                   "outputs": {"gold_sha256": _record(os.path.join(files_dir, GOLD_DIGESTS))}}
         out[task] = statistics.Estimate(
             statistics.seed_statistics(record, metric)[0],
-            statistics.bootstrap(statistics.split_data(record, metric, files_dir, data_dir)))
+            statistics.bootstrap(statistics.split_data(record, metric, files_dir, data_dir),
+                                 f"table6_one_recipe.finetune.{task}"))
     return out
 
 
