@@ -67,9 +67,10 @@ Verdicts:
   (reason)": the cells exist but have no per-example outputs for an interval.
 
 What the intervals leave out: each row of Tables 5, 6 and 8 and Figure 5 is one
-pretraining run, as in the paper, and the pretraining seed moves a model too. Two seeds
-of the cpu scale's Tiny recipe ended 1.1 points of held-out masked-LM accuracy apart
-(perplexity 224 against 260; results/pretraining/recipe_search/README.md). So a verdict
+pretraining run, as in the paper, and the pretraining seed moves a model too: two seeds
+of Tiny at lr 4e-3 (the cpu scale's recipe until 2026-11-28) ended 1.1 points of held-out
+masked-LM accuracy apart (perplexity 224 against 260), two of the HF reference at 1e-3
+0.6 points (results/pretraining/recipe_search/ and parity/ READMEs). So a verdict
 between pretrained rows says that these two models differ after fine-tuning, which is
 weaker than saying that their objectives do, most of all for a small gap.
 """
