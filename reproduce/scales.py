@@ -224,8 +224,8 @@ _CPU_ABLATION = {
 # 6: 1M steps of 256 sequences for every size), so that every table compares at equal
 # budget: 269k sequences at a peak rate of 1e-3, BERT-Mini's 100 minutes at ~45
 # sequences/s (its search: results/pretraining/recipe_search/README.md, "BERT-Mini"); Tiny
-# needs ~30 minutes of it in mixed_bfloat16 where the CPU has AVX-512 BF16, ~50 in float32
-# where it has AVX2 alone (`runner.executed_argv`). Until 2026-11-28 Tiny had its own recipe,
+# took 15 minutes of it in mixed_bfloat16 where the CPU has AVX-512 BF16 (2026-11-28), ~50
+# in float32 where it has AVX2 alone (`runner.executed_argv`). Until 2026-11-28 Tiny had its own recipe,
 # 960k sequences at 4e-3, the one that left the plateau within 100 minutes; at that rate
 # Table 8's 100/0/0 and 0/0/100 models collapsed by step 200 and No NSP's first-layer
 # attention collapsed, so Tables 5 and 8 measured the collapse, and the 80/10/10 model that
@@ -233,8 +233,8 @@ _CPU_ABLATION = {
 # the 4e-3 run did better) while Table 6 compared Tiny and Mini at unequal budgets
 # (results/README.md). At 1e-3 no objective or masking collapsed in the recipe search, and
 # Tiny with this recipe reproduced Table 6's perplexity and MNLI-m gaps
-# (results/pretraining/table6_one_recipe); the models stay near the plateau (Tiny 14.2%
-# held-out masked-LM accuracy), which the tables say.
+# (results/pretraining/table6_one_recipe); the models stay on the plateau (Tiny 14.1%
+# held-out masked-LM accuracy), which results/README.md says.
 _CPU_RECIPE = Pretraining(steps=4_200, batch_size=64, learning_rate=1e-3, warmup_steps=300,
                           checkpoint_every=600, eval_every=600, precision="mixed_bfloat16")
 CPU = Scale(
