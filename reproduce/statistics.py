@@ -414,18 +414,23 @@ def bootstrap(data: SplitData, cell: str, resamples: int = RESAMPLES) -> np.ndar
 def estimate(record: dict, metric: str, output_dir: str, data_dir: Optional[str] = None,
              resamples: int = RESAMPLES) -> Estimate:
     """A finished record's cell: its number (`seed_statistics`) and, where the record
-    carries per-example outputs, its bootstrap replicates (the gold read under
-    `data_dir`: `split_gold`)."""
+    carries per-example outputs (OUTPUT_DIR/runs/<run id>/files), its bootstrap
+    replicates (the gold read under `data_dir`: `split_gold`)."""
+    files_dir = os.path.join(output_dir, "runs", record.get("run_id", ""), "files")
+    return files_estimate(record, metric, files_dir, data_dir, resamples)
+
+
+def files_estimate(record: dict, metric: str, files_dir: str, data_dir: Optional[str] = None,
+                   resamples: int = RESAMPLES) -> Estimate:
+    """`estimate` of a record whose per-example outputs lie in `files_dir`."""
     value = seed_statistics(record, metric)[0]
     if record.get("stage") == "pretrain":
-        files_dir = os.path.join(output_dir, "runs", record.get("run_id", ""), "files")
         try:
             return Estimate(value, perplexity_bootstrap(record, metric, files_dir, resamples))
         except Unavailable as e:
             return Estimate(value, None, str(e))
     if record.get("stage") != "finetune":
         return Estimate(value, None, f"a {record.get('stage')} record has no examples")
-    files_dir = os.path.join(output_dir, "runs", record["run_id"], "files")
     try:
         return Estimate(value, bootstrap(split_data(record, metric, files_dir, data_dir),
                                          record["run_id"], resamples))

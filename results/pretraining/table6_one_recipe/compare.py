@@ -1,16 +1,16 @@
 """Table 6 at one recipe: BERT-Mini (the cpu plan's run) against BERT-Tiny pretrained with
 Mini's recipe (this folder's run), on the same records, batches, schedule and seed, so
-that the model size is the only difference, as in the paper's Table 6. The cpu plan gives
-each size 100 minutes instead (Tiny 960k sequences, Mini 269k), and its findings mark the
-Table 6 rows "unequal pretraining".
+that the model size is the only difference, as in the paper's Table 6. The cpu plan then
+gave each size 100 minutes instead (Tiny 960k sequences, Mini 269k); since 2026-11-28 it
+pretrains every size with this recipe itself.
 
     BERT_DATA_DIR=../shared/data python results/pretraining/table6_one_recipe/compare.py
 
-prints, for Mini minus Tiny: held-out masked-LM perplexity and accuracy, and dev MNLI-m,
-MRPC and SST-2 accuracy (3 restarts each), each with the findings' 95% bootstrap interval
-(`reproduce.statistics`: held-out sequences resampled in pairs; dev examples resampled
-within each restart, the same resamples for both models). Mini's numbers are read from
-its plan records (`results/runs/cpu.*.mini-nsp*`), Tiny's from this folder, which
+prints, for Mini minus Tiny: held-out masked-LM perplexity, and dev MNLI-m, MRPC and
+SST-2 accuracy (3 restarts each), each with the findings' 95% bootstrap interval
+(`reproduce.statistics`: held-out sequences resampled in pairs; dev examples, the same
+for both models, and each model's restarts, drawn with replacement). Mini's numbers are
+read from its plan records (`results/runs/cpu.*.mini-nsp*`), Tiny's from this folder, which
 `--collect runs/table6` fills from the commands of `run.sh`.
 """
 
@@ -77,18 +77,14 @@ def tiny_estimates(data_dir: str) -> dict:
     config = _record(os.path.join(files_dir, "pretrain_config.json"))
     pretrain = {"stage": "pretrain", "metrics": results,
                 "argv": ["--eval_files", config["eval_files"]]}
-    out = {"perplexity": statistics.Estimate(
-        results["mlm_perplexity"],
-        statistics.perplexity_bootstrap(pretrain, "mlm_perplexity", files_dir))}
+    out = {"perplexity": statistics.files_estimate(pretrain, "mlm_perplexity", files_dir)}
     for task, metric in CELLS.items():
         files_dir = os.path.join(HERE, f"finetune.{task}")
         result = _record(os.path.join(files_dir, "metrics.json"))
-        record = {"stage": "finetune", "result": result, "metrics": result["metrics"],
+        record = {"run_id": f"table6_one_recipe.finetune.{task}", "stage": "finetune",
+                  "result": result, "metrics": result["metrics"],
                   "outputs": {"gold_sha256": _record(os.path.join(files_dir, GOLD_DIGESTS))}}
-        out[task] = statistics.Estimate(
-            statistics.seed_statistics(record, metric)[0],
-            statistics.bootstrap(statistics.split_data(record, metric, files_dir, data_dir),
-                                 f"table6_one_recipe.finetune.{task}"))
+        out[task] = statistics.files_estimate(record, metric, files_dir, data_dir)
     return out
 
 
