@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from bert_tf.dropout import Dropout
+
 
 def attention_mask(input_mask, causal=False):
     """Boolean mask [B, T, T]: query i may attend to key j.
@@ -46,7 +48,7 @@ class SelfAttention(keras.layers.Layer):
             dtype=self.dtype_policy, name=name)
         self.query, self.key, self.value = dense("query"), dense("key"), dense("value")
         self.output_dense = dense("output")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         for layer in (self.query, self.key, self.value):

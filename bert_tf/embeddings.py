@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.dropout import Dropout
+
 
 class BertEmbeddings(keras.layers.Layer):
     """Sums token, segment and learned absolute position embeddings.
@@ -36,7 +38,7 @@ class BertEmbeddings(keras.layers.Layer):
             name="segment_embedding")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)

@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert_tf.dropout import Dropout
 from bert_tf.transformer_block import activation
 
 
@@ -120,7 +121,7 @@ class _DenseHead(keras.layers.Layer):
         self.num_outputs = num_outputs
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
         self.dense = keras.layers.Dense(num_outputs, kernel_initializer=_init(initializer_range),
                                         dtype=self.dtype_policy, name="dense")
 
@@ -224,7 +225,7 @@ class BiLSTMHead(keras.layers.Layer):
         self.lstms = [keras.layers.Bidirectional(
             keras.layers.LSTM(units, return_sequences=True, dtype=self.dtype_policy),
             dtype=self.dtype_policy, name=f"bilstm_{i}") for i in range(num_layers)]
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
         self.dense = keras.layers.Dense(num_outputs, dtype=self.dtype_policy, name="dense")
 
     def build(self, input_shape):

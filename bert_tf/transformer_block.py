@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from bert_tf.attention import SelfAttention
+from bert_tf.dropout import Dropout
 
 
 def gelu(x):
@@ -61,7 +62,7 @@ class TransformerBlock(keras.layers.Layer):
                                                name="output")
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
+        self.dropout_layer = Dropout(dropout, dtype=policy)
 
     def build(self, input_shape):
         self.attention.build(input_shape)
