@@ -13,7 +13,7 @@ from bert_tf.attention import SelfAttention, attention_mask
 from bert_tf.config import SIZES, BertConfig, config_for_size
 from bert_tf.embeddings import BertEmbeddings
 from bert_tf.encoder import BertEncoder, Pooler
-from bert_tf.transformer_block import TransformerBlock
+from bert_tf.transformer_block import TransformerBlock, gelu
 
 TINY = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=32, max_position_embeddings=24)
@@ -113,6 +113,25 @@ def test_encoder_outputs_and_padding_invariance():
     np.testing.assert_allclose(out_padded["sequence_output"][:, :10] * mask,
                                out["sequence_output"] * mask, atol=1e-5)
     np.testing.assert_allclose(out_padded["pooled_output"], out["pooled_output"], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_gelu_gradient_is_the_formulas(dtype, rtol):
+    """The written-out gradient of the exact GELU equals autodiff of its formula."""
+    x = tf.cast(tf.linspace(-12.0, 12.0, 2001), dtype)
+    upstream = tf.cast(tf.random.stateless_normal([2001], seed=[1, 2]), dtype)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours = gelu(x)
+        formula = 0.5 * x * (1.0 + tf.math.erf(x * tf.cast(0.7071067811865476, dtype)))
+    np.testing.assert_allclose(tf.cast(ours, "float32"), tf.cast(formula, "float32"),
+                               rtol=rtol, atol=rtol)
+    ours_grad = tf.cast(tape.gradient(ours, x, upstream), "float32").numpy()
+    want = tf.cast(tape.gradient(formula, x, upstream), "float32").numpy()
+    np.testing.assert_allclose(ours_grad, want, rtol=rtol, atol=rtol)
+    # Far out the gradient is the step function's: 0 left, 1 right.
+    np.testing.assert_allclose(ours_grad[[0, -1]] / upstream.numpy()[[0, -1]].astype("float32"),
+                               [0.0, 1.0], atol=1e-6)
 
 
 def test_causal_mask_hides_the_future():
