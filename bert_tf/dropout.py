@@ -1,10 +1,11 @@
 """BERT's dropout with half the random bits: each element's keep decision is a 16-bit
 random integer, two to every 32-bit word the generator makes.
 
-Keras's dropout draws a float32 uniform per element (32 random bits). On this CPU those
-draws were 8% of a BERT-Base mixed_bfloat16 train step's op time, most of it the
-attention probabilities' [B, A, T, T]; with two draws per word the step ran 1.05x as fast
-in bfloat16 and 1.02x in float32 (results/benchmark/dropout_bits_ab.txt).
+Keras's dropout draws a float32 uniform per element (32 random bits). On a 2-core EPYC
+with AVX-512 BF16 those draws were 8% of a BERT-Base mixed_bfloat16 train step's op time
+(half of them for the attention probabilities' [B, A, T, T]); with two draws per word the
+step ran 1.05x as fast in bfloat16 and 1.02x in float32
+(results/benchmark/dropout_bits_ab_*.txt).
 """
 
 import keras
