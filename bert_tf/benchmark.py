@@ -331,6 +331,53 @@ def run(size, seq_length, batch_size, mode, precision, peers, warmup, rounds, ji
     return {"ratio_vs_best_peer": ratio, "best_peer": best, "examples_per_second": rates}
 
 
+def ab_of_ours(program: str, variants: dict, precision: str, rounds: int,
+               steps: int = 1, config: BertConfig = BertConfig()) -> tuple:
+    """An A/B of a change to our model: the train step of `ours` (BERT-Base unless
+    `config`, batch 32 x 128) built and warmed up under each of `variants` ({name: a
+    context manager factory that makes the model that variant; the first is the
+    baseline}), then timed side by side in rotated rounds. Prints `program`'s header, each
+    variant's median seconds per step with min-max, and the first variant's time over each
+    other's with a 95% bootstrap interval; returns the last such (ratio, low, high)."""
+    print("\n".join(timing.header(program)), flush=True)
+    batch = random_batch(config, 32, 128)
+    built = {}
+    for name, variant in variants.items():
+        with variant():  # traced inside: the variant's graph is the one timed
+            built[name] = ours(config, batch, "train", precision, False)
+            built[name].step()
+
+    def runner(peer):
+        def run():
+            for _ in range(steps):
+                peer.step()  # returns the loss as numpy: the step has finished
+        return run
+
+    seconds = timing.run_rounds({name: runner(peer) for name, peer in built.items()}, rounds,
+                                log=lambda line: print(line, flush=True))
+    width = max(map(len, built))
+    for name, values in seconds.items():
+        median, low, high = timing.spread([v / steps for v in values])
+        print(f"{name:<{width}} {median:6.3f} s/step ({low:.3f}-{high:.3f})")
+    baseline, *others = built
+    for name in others:
+        ratio = timing.bootstrap_ratio(seconds[baseline], seconds[name])
+        print(f"{precision}: {baseline} / {name} time = {ratio[0]:.3f} "
+              f"(95% CI {ratio[1]:.3f}-{ratio[2]:.3f})")
+    return ratio
+
+
+def ab_of_ours_cli(doc: str, program: str, variants: dict) -> None:
+    """An A/B script's command line (--precision, --rounds, --steps) -> `ab_of_ours`."""
+    p = argparse.ArgumentParser(description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--precision", default="mixed_bfloat16", choices=["float32", "mixed_bfloat16"])
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--steps", type=int, default=1, help="steps per round")
+    args = p.parse_args()
+    ab_of_ours(program, variants, args.precision, args.rounds, args.steps)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,12 +1,14 @@
 """The benchmarks: FLOP count, output format, that the peers do the same computation
 (issue #13), and the timing statistics. Timings themselves are never asserted."""
 
+import contextlib
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
 
-from bert_tf import benchmark, timing
+from bert_tf import benchmark, timing, transformer_block
 from bert_tf.config import BertConfig, config_for_size
 
 SMALL = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -37,6 +39,33 @@ def test_cli_prints_provenance_table_and_ratio_with_interval(capsys):
                      r"best peer by median: tfm\)$", out.strip())
     assert line and float(line.group(2)) <= float(line.group(1)) <= float(line.group(3))
     assert result["best_peer"] == "tfm"
+
+
+def test_ab_of_ours_times_each_variant_as_built_under_it(capsys):
+    """Each variant's model is traced inside its context: a GELU patched in by the second
+    variant runs in that model's graph only, and the A/B prints its ratio."""
+    traced, gelu = [], transformer_block.gelu
+
+    def marked_gelu(x):
+        traced.append(x.shape)
+        return gelu(x)
+
+    ratio = benchmark.ab_of_ours(
+        "tests/test_benchmark.py",
+        {"plain": contextlib.nullcontext,
+         "marked": lambda: mock.patch.object(transformer_block, "gelu", marked_gelu)},
+        "float32", rounds=2, config=SMALL.replace(max_position_embeddings=128))
+    # The marked variant's two blocks, each traced once (the rounds reuse the graph); the
+    # plain variant never calls it. (`ours` also reads the activation at 1 for its facts.)
+    assert [tuple(shape) for shape in traced if len(shape) == 3] == \
+        [(32, 128, SMALL.intermediate_size)] * SMALL.num_hidden_layers
+    out = capsys.readouterr().out
+    assert "commit:" in out and "machine:" in out
+    assert re.search(r"^round 2/2: (plain|marked) ", out, re.M)
+    line = re.search(r"^float32: plain / marked time = (\d+\.\d+) \(95% CI (\d+\.\d+)-(\d+\.\d+)\)$",
+                     out, re.M)
+    assert line and float(line.group(2)) <= float(line.group(1)) <= float(line.group(3))
+    assert ratio[1] <= ratio[0] <= ratio[2]
 
 
 def test_peers_do_the_same_computation():
