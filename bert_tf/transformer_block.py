@@ -17,8 +17,8 @@ def gelu(x):
     took 1.25x as long in float32 and 2.1x in bfloat16.
 
     Its gradient is written out, Phi(x) + x * phi(x) with phi the normal density, reusing
-    the forward's Phi(x): differentiating the formula op by op made more passes over the
-    [B, T, I] activations: the BERT-Base train step runs 1.01x as fast with this one, in
+    the forward's Phi(x). Differentiating the formula op by op made more passes over the
+    [B, T, I] activations; the BERT-Base train step runs 1.01x as fast with this one, in
     float32 and in bfloat16 (results/benchmark/gelu_grad_ab_*.txt).
     """
     cdf = 0.5 * (1.0 + ops.erf(x * ops.cast(1 / math.sqrt(2), x.dtype)))

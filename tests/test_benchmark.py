@@ -62,8 +62,8 @@ def test_ab_of_ours_times_each_variant_as_built_under_it(capsys):
     out = capsys.readouterr().out
     assert "commit:" in out and "machine:" in out
     assert re.search(r"^round 2/2: (plain|marked) ", out, re.M)
-    line = re.search(r"^float32: plain / marked time = (\d+\.\d+) \(95% CI (\d+\.\d+)-(\d+\.\d+)\)$",
-                     out, re.M)
+    line = re.search(r"^float32: plain / marked time = (\d+\.\d+) "
+                     r"\(95% CI (\d+\.\d+)-(\d+\.\d+)\)$", out, re.M)
     assert line and float(line.group(2)) <= float(line.group(1)) <= float(line.group(3))
     assert ratio[1] <= ratio[0] <= ratio[2]
 

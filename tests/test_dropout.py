@@ -62,7 +62,8 @@ def test_layer_is_seeded_trains_only_and_traces_unknown_shapes():
     assert not np.array_equal(first, layer_a(x, training=True))  # the generator advances
 
     layer = dropout.Dropout(0.3, seed=1)
-    traced = tf.function(lambda t: layer(t, training=True), input_signature=[tf.TensorSpec([None, None], tf.float32)])
+    traced = tf.function(lambda t: layer(t, training=True),
+                         input_signature=[tf.TensorSpec([None, None], tf.float32)])
     for shape in ([5, 7], [6, 8]):
         out = traced(tf.ones(shape)).numpy()
         assert out.shape == tuple(shape)
