@@ -75,3 +75,14 @@ def test_layer_round_trips_through_its_config():
     layer = dropout.Dropout(0.25, seed=9, name="d")
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(clone) is dropout.Dropout and clone.rate == 0.25
+
+
+def test_tpus_keep_keras_dropout(monkeypatch):
+    assert not dropout._on_tpu()  # the default strategy here
+    x = tf.ones([8, 16])
+    ours, keras_layer = dropout.Dropout(0.1, seed=5), keras.layers.Dropout(0.1, seed=5)
+    monkeypatch.setattr(dropout, "_on_tpu", lambda: True)
+    np.testing.assert_array_equal(ours(x, training=True), keras_layer(x, training=True))
+    monkeypatch.setattr(dropout, "_on_tpu", lambda: False)
+    assert not np.array_equal(ours(x, training=True), keras_layer(x, training=True))
+
