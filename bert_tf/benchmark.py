@@ -338,7 +338,8 @@ def ab_of_ours(program: str, variants: dict, precision: str, rounds: int,
     context manager factory that makes the model that variant; the first is the
     baseline}), then timed side by side in rotated rounds. Prints `program`'s header, each
     variant's median seconds per step with min-max, and the first variant's time over each
-    other's with a 95% bootstrap interval; returns the last such (ratio, low, high)."""
+    other's with a 95% bootstrap interval; returns the last such (ratio, low, high), None
+    for a single variant."""
     print("\n".join(timing.header(program)), flush=True)
     batch = random_batch(config, 32, 128)
     built = {}
@@ -360,6 +361,7 @@ def ab_of_ours(program: str, variants: dict, precision: str, rounds: int,
         median, low, high = timing.spread([v / steps for v in values])
         print(f"{name:<{width}} {median:6.3f} s/step ({low:.3f}-{high:.3f})")
     baseline, *others = built
+    ratio = None  # one variant: nothing to compare
     for name in others:
         ratio = timing.bootstrap_ratio(seconds[baseline], seconds[name])
         print(f"{precision}: {baseline} / {name} time = {ratio[0]:.3f} "
