@@ -47,9 +47,9 @@ def dropout(inputs: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
 
 def _on_tpu() -> bool:
     """Under a TPUStrategy. 16-bit integer types have not been tried on a TPU (none is
-    reachable here), so TPU runs keep Keras's dropout. (Splitting each word into halves with uint32 bitwise ops,
-    which every device has, cost as much as the bits saved: on CPU the BERT-Base bf16
-    step ran 1.06x slower than with the bitcast.)"""
+    reachable here), so TPU runs keep Keras's dropout. (Splitting each word into halves
+    with uint32 bitwise ops, which every device has, cost as much as the bits saved: on
+    CPU the BERT-Base bf16 step ran 1.06x slower than with the bitcast.)"""
     return isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
 
 

@@ -225,8 +225,8 @@ _CPU_ABLATION = {
 # budget: 269k sequences at a peak rate of 1e-3, BERT-Mini's 100 minutes at ~45
 # sequences/s (its search: results/pretraining/recipe_search/README.md, "BERT-Mini"); Tiny
 # took 15 minutes of it in mixed_bfloat16 where the CPU has AVX-512 BF16 (2026-11-28), ~50
-# in float32 where it has AVX2 alone (`runner.executed_argv`). Until 2026-11-28 Tiny had its own recipe,
-# 960k sequences at 4e-3, the one that left the plateau within 100 minutes; at that rate
+# in float32 where it has AVX2 alone (`runner.executed_argv`). Until 2026-11-28 Tiny had
+# its own recipe, 960k sequences at 4e-3, the one that left the plateau within 100 minutes; at that rate
 # Table 8's 100/0/0 and 0/0/100 models collapsed by step 200 and No NSP's first-layer
 # attention collapsed, so Tables 5 and 8 measured the collapse, and the 80/10/10 model that
 # left the plateau fine-tuned below Tiny at 1e-3 (MNLI-m 43.9 against 46.5; no checkpoint of
