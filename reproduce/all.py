@@ -160,9 +160,12 @@ def main(argv=None) -> int:
         plan = plan.select_runs([p.strip() for p in args.runs.split(",") if p.strip()])
     if args.rehearse:
         plan = rehearsal.rehearse_plan(plan)
-    statuses = {k: run_status(r, load_record(output_dir, k), output_dir, plan.data_dir)
+    records = {k: load_record(output_dir, k) for k in plan.runs}
+    statuses = {k: run_status(r, records[k], output_dir, plan.data_dir)
                 for k, r in plan.runs.items()}
-    print_plan(plan, statuses)
+    took = {k: records[k]["wall_seconds"] for k, status in statuses.items()
+            if status == "finished" and records[k].get("wall_seconds") is not None}
+    print_plan(plan, statuses, took)
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
         print_units(plan, statuses)
     if args.dry_run:

@@ -1,9 +1,9 @@
 """Estimated seconds of each run of a plan, from FLOPs and measured throughput.
 
-Training throughput was measured on this project's 2-core CPU machine
-(`CPU_TRAIN_EXAMPLES_PER_S`); other models and sequence lengths are scaled by FLOPs.
-Fine-tuning counts each task at its typical bucketed length (`BUCKETED_TOKENS`), and
-no step below the model's measured floor (`CPU_STEP_FLOOR_S`).
+Training throughput was measured on this project's 2-core CPU machine: a fine-tuning
+step costs a fixed part plus its FLOPs at the model's rate (`CPU_FINETUNE`, fitted to the
+plan's own runs by `reproduce.calibration`), each task counted at its typical bucketed
+length (`BUCKETED_TOKENS`); other models are interpolated between the measured ones.
 For TPUs the paper's own training time is the anchor. Other strategies have no
 measurement: their estimates are None ("?" in the printed plan).
 
@@ -13,7 +13,7 @@ The planner (`reproduce.plan`) asks for one estimate per run: `data_seconds`,
 
 import dataclasses
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from bert_tf import provenance
 from glue_suite.tasks import MULTIPLE_CHOICE, TaskSizes, get_task
@@ -21,41 +21,54 @@ from reproduce import paper_numbers as paper
 from reproduce.commands import FinetuneCommand, PretrainCommand
 from reproduce.models import parameters, shape
 
-# Training examples/s measured on this project's 2-core CPU machine (float32, 128 tokens,
-# batch 32, sentence-pair fine-tuning). Other shapes are scaled by FLOPs, with the
-# achieved FLOP/s interpolated log-log between these anchors (small models run at a
-# lower FLOP/s than BERT-Base) and held constant beyond them.
-CPU_TRAIN_EXAMPLES_PER_S = {"tiny": 140.0, "mini": 40.0, "base": 3.0}
-# Pretraining examples/s measured here in mixed_bfloat16 (128 tokens, 20 predictions,
-# batch 32-128; the masked-LM head's vocabulary matmul makes these runs more efficient
-# per FLOP than fine-tuning): Tiny 160 (bert_tf.pretrain_benchmark, 2026-11-25), Mini 45
-# (two runs of 2026-11-26 at batch 32 and 64 alike: results/pretraining/recipe_search/
-# README.md; the 57 of results/pretraining/README.md's earlier run was not seen again).
-# float32 is 1.12x slower (the same benchmark).
-CPU_PRETRAIN_EXAMPLES_PER_S = {"tiny": 160.0, "mini": 45.0}
-CPU_BF16_SPEEDUP = 1.12
+
+class StepCost(NamedTuple):
+    """A fine-tuning step on this CPU: `fixed_s` (the optimizer's update of every weight,
+    the 30,522-row embedding table included, and the step's dispatch), then the batch's
+    training FLOPs at `gflops` GFLOP/s."""
+    fixed_s: float
+    gflops: float
+
+
+# Fine-tuning in float32 at batch 32 on the 2-core AMD EPYC with AVX-512 BF16, 2026-11-28:
+# Tiny and the shipped MiniLM (None) fitted to the cpu plan's runs of several tasks, hence
+# lengths (`python -m reproduce.calibration`; printed in results/glue_suite/
+# calibration.txt with each run's fitted step beside its own). BERT-Base from its training
+# step alone (bert_tf.benchmark --size base --mode train --precision float32: 5.73
+# examples/s at 128 tokens, results/benchmark/run9_idle_float32_8rounds.txt): its fixed part
+# MiniLM's in proportion to the weights, its GFLOP/s the rest of the step. Other models:
+# the GFLOP/s interpolated log-log by FLOPs per example between these, the fixed part in
+# proportion to the weights from the nearest. Larger models run at a higher FLOP/s; in
+# short steps the fixed part dominates (Tiny's SST-2 step: 17 ms, 12 of them fixed).
+CPU_FINETUNE = {"tiny": StepCost(0.0117, 171.0), None: StepCost(0.0265, 292.0),
+                "base": StepCost(0.128, 393.0)}
+# Pretraining examples/s of bert_tf.pretrain on the AVX-512 BF16 EPYC, 2026-11-28 (128
+# tokens, 20 predictions, batch 64; the masked-LM head's vocabulary matmul makes these runs
+# more efficient per FLOP than fine-tuning), by bert_tf.pretrain_benchmark: Tiny
+# results/benchmark/pretrain_tiny_avx512_run5.txt (the plan's Tiny runs of that day
+# logged 300-306), Mini results/benchmark/pretrain_mini_avx512.txt. bfloat16 gains more
+# on the larger model (1.08x against 1.30x).
+CPU_PRETRAIN_EXAMPLES_PER_S = {"mixed_bfloat16": {"tiny": 321.0, "mini": 95.0},
+                               "float32": {"tiny": 297.0, "mini": 73.0}}
 # On a 2-core EPYC with AVX2 alone (2026-11-27, results/benchmark/pretrain_tiny_avx2.txt)
-# Tiny pretrained at 80 examples/s in float32 (58 in bfloat16, emulated): 0.5x the rate
-# above. The printed plan says so on such a CPU; its estimates stay the AVX-512 machine's,
-# so that a plan reads the same anywhere.
+# Tiny pretrained at 80 examples/s in float32 (58 in bfloat16, emulated), 0.5x what the
+# AVX-512 machine did with the code of that day (160). The printed plan says so on such a
+# CPU; its estimates stay the AVX-512 machine's, so that a plan reads the same anywhere.
 CPU_EMULATED_BF16_SLOWDOWN = 0.5
-# Fine-tuning pads each batch only to its own length (glue_suite.batching), so a task
-# costs its typical length, not its max_seq_length: mean tokens per training example,
-# rounded up to the buckets' multiple of 8, of the train splits featurized with the
-# uncased vocabulary (glue_suite.run's caches, 2026-11-26). CoNLL-2003 packs document
-# context around each sentence. Tasks not measured count at their max_seq_length.
-BUCKETED_TOKENS = {"sst2": 17, "mnli": 44, "mrpc": 57, "conll2003": 125, "squad1.1": 178}
+# Fine-tuning cuts each batch to its longest row (glue_suite.batching), so a task costs
+# its typical length, not its max_seq_length: tokens per training example in one bucketed
+# epoch, each batch counted at its longest row, of the train splits featurized with the
+# uncased vocabulary (`python -m reproduce.bucketed_tokens`, output in
+# results/glue_suite/bucketed_tokens.txt, 2026-11-28; SQuAD v2.0 trains on v1.1 here).
+# CoNLL-2003 packs document context around each sentence. Tasks without training data
+# here (QQP, QNLI, SWAG) count at their max_seq_length.
+BUCKETED_TOKENS = {"cola": 12, "sst2": 14, "stsb": 28, "mrpc": 54, "rte": 67, "wnli": 40,
+                   "mnli": 41, "squad1.1": 174, "squad2.0": 174, "conll2003": 125}
 # Feature-based NER's BiLSTM reads each sentence's own pieces, not its document context:
 # 17.0 per CoNLL-2003 train sentence (the first 5,000), 20.6 as batched (length-sorted,
 # rounded up to 8). Its frozen encoder pass (with the context) runs once per model and
 # rows: every layer is cached, and the model's other feature-based runs read them.
 NER_SENTENCE_TOKENS = 20.6
-# A fine-tuning step has a floor that does not shrink with its tokens (the optimizer's
-# update of every weight, the 30,522-row embedding table included, and the step's
-# dispatch): on SST-2, where their FLOPs take far less, Tiny (4.4M weights) took 84 ms
-# a step and Mini (11.2M) 168 ms (1 epoch of 4,000 examples alone, 2026-11-26). Other
-# sizes: in proportion to their weights, from the nearer anchor.
-CPU_STEP_FLOOR_S = {"tiny": 0.084, "mini": 0.168}
 # 2-layer BiLSTM training, measured alone (2026-11-26): 128 units over MiniLM's four
 # concatenated layers (1,536 features), 5,000 CoNLL-2003 sentences of batch 32 in
 # 20.8 s of train steps, i.e. 240 sentences/s at NER_SENTENCE_TOKENS = 62 GFLOP/s.
@@ -94,9 +107,8 @@ def bilstm_flops(features: int, units: int, seq: int, train: bool = True) -> flo
 
 # ------------------------------------------------------------------------- throughput
 def _anchor_gflops() -> list:
-    points = [(encoder_flops(size, 128), rate * encoder_flops(size, 128) / 1e9)
-              for size, rate in CPU_TRAIN_EXAMPLES_PER_S.items()]
-    return sorted(points)
+    """(training FLOPs of a 128-token example, GFLOP/s) of each measured model."""
+    return sorted((encoder_flops(size, 128), cost.gflops) for size, cost in CPU_FINETUNE.items())
 
 
 def _interpolated(points: list, flops: float) -> float:
@@ -113,11 +125,11 @@ def _interpolated(points: list, flops: float) -> float:
 
 def cpu_pretrain_gflops(flops: float, precision: str) -> float:
     """GFLOP/s of pretraining sequences of `flops` each on this project's CPU."""
+    rates = CPU_PRETRAIN_EXAMPLES_PER_S[
+        "mixed_bfloat16" if precision == "mixed_bfloat16" else "float32"]
     points = sorted((f, rate * f / 1e9) for f, rate in (
-        (pretrain_flops(size, "nsp", 128, 20), rate)
-        for size, rate in CPU_PRETRAIN_EXAMPLES_PER_S.items()))
-    gflops = _interpolated(points, flops)
-    return gflops if precision == "mixed_bfloat16" else gflops / CPU_BF16_SPEEDUP
+        (pretrain_flops(size, "nsp", 128, 20), rate) for size, rate in rates.items()))
+    return _interpolated(points, flops)
 
 
 def achieved_gflops(strategy: str, flops: float) -> Optional[float]:
@@ -148,16 +160,23 @@ def _sum(*parts) -> Optional[float]:
     return None if any(p is None for p in parts) else sum(parts)
 
 
+def _name(size: Optional[str]) -> str:
+    return "MiniLM" if size is None else size.capitalize()
+
+
 def estimate_basis(strategy: str) -> str:
     """What the estimates of `strategy` rest on, for the printed plan."""
     if strategy == "cpu":
-        rates = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
-                          sorted(CPU_TRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
-        pretraining = ", ".join(f"{size.capitalize()} {rate:g}" for size, rate in
-                                sorted(CPU_PRETRAIN_EXAMPLES_PER_S.items(), key=lambda x: x[1]))
-        basis = (f"this project's 2-core CPU (fine-tuning {rates} examples/s at 128 tokens, "
-                 f"at each task's bucketed length with a per-step floor; pretraining "
-                 f"{pretraining} in bfloat16, with AVX-512 BF16), scaled by FLOPs")
+        steps = ", ".join(f"{_name(size)} {cost.fixed_s * 1e3:.0f} ms + FLOPs at "
+                          f"{cost.gflops:.0f} GFLOP/s"
+                          for size, cost in sorted(CPU_FINETUNE.items(),
+                                                   key=lambda x: parameters(x[0])))
+        pretraining = ", ".join(
+            f"{_name(size)} {rate:g}" for size, rate in
+            sorted(CPU_PRETRAIN_EXAMPLES_PER_S["mixed_bfloat16"].items(), key=lambda x: x[1]))
+        basis = (f"this project's 2-core CPU with AVX-512 BF16 (a fine-tuning step: {steps}, "
+                 f"at each task's bucketed length; pretraining {pretraining} examples/s in "
+                 f"bfloat16), scaled by FLOPs")
         if provenance.native_bfloat16() is False:
             basis += (f". This CPU emulates bfloat16: pretraining runs in float32 here, at "
                       f"~{CPU_EMULATED_BF16_SLOWDOWN:g}x those rates")
@@ -220,28 +239,27 @@ def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     return grid, trained, evaluated
 
 
-def cpu_step_floor(size: Optional[str]) -> float:
-    """Seconds a fine-tuning step of this model takes at the least on this CPU."""
+def cpu_step_fixed_s(size: Optional[str]) -> float:
+    """The fixed part of a fine-tuning step of this model on this CPU: the nearest
+    measured model's, in proportion to the weights."""
     weights = parameters(size)
-    anchor = min(CPU_STEP_FLOOR_S, key=lambda a: abs(math.log(weights / parameters(a))))
-    return CPU_STEP_FLOOR_S[anchor] * weights / parameters(anchor)
+    anchor = min(CPU_FINETUNE, key=lambda a: abs(math.log(weights / parameters(a))))
+    return CPU_FINETUNE[anchor].fixed_s * weights / parameters(anchor)
 
 
 def cpu_finetune_seconds(examples: float, size: Optional[str], flops: float) -> float:
-    """Fine-tuning work on this CPU at the model's own FLOP/s: its anchor's (measured at
-    128 tokens), whatever the sequence length; shorter sequences are cheaper by their
-    FLOPs (measured: Tiny's MNLI at 44 tokens ran at 408 examples/s, its anchor scaled
-    by FLOPs says 410), down to the step floor."""
+    """`examples` of `flops` each at the model's own FLOP/s on this CPU (measured or
+    interpolated), whatever their length."""
     gflops = _interpolated(_anchor_gflops(), encoder_flops(size, 128))
     return examples * flops / (gflops * 1e9)
 
 
 def cpu_training_seconds(examples: float, size: Optional[str], seq: int,
                          batch_size: int) -> float:
-    """Fine-tuning steps over `examples` of `seq` tokens on this CPU: their FLOPs at the
-    model's rate, or the step floor where that is longer."""
-    return max(cpu_finetune_seconds(examples, size, encoder_flops(size, seq)),
-               examples / batch_size * cpu_step_floor(size))
+    """Fine-tuning steps over `examples` of `seq` tokens on this CPU: each step's fixed
+    part, plus their FLOPs at the model's rate."""
+    return (math.ceil(examples / batch_size) * cpu_step_fixed_s(size)
+            + cpu_finetune_seconds(examples, size, encoder_flops(size, seq)))
 
 
 def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskSizes,

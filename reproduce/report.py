@@ -58,8 +58,9 @@ def _total(estimates: list) -> Optional[float]:
     return None if None in estimates else sum(estimates)
 
 
-def _summary(plan: Plan, statuses: dict) -> str:
-    """'To run: N runs, estimated T (per stage); finished F; n/a X. Estimates: ...'"""
+def _summary(plan: Plan, statuses: dict, took: dict) -> str:
+    """'To run: N runs, estimated T (per stage); finished F (took ..., estimated ...);
+    n/a X. Estimates: ...'"""
     todo = [r for r in plan.runs.values() if statuses[r.run_id] in ("todo", "rerun", "changed")]
     by_stage = {}
     for run in todo:
@@ -69,27 +70,36 @@ def _summary(plan: Plan, statuses: dict) -> str:
     total = _total([r.estimate_s for r in todo])
     na = sum(s == "n/a" for s in statuses.values())
     done = sum(s == "finished" for s in statuses.values())
+    timed = [k for k in took if plan.runs[k].estimate_s is not None]
+    against = (f" (took {duration(sum(took[k] for k in timed))} by their records, on the "
+               f"machines that ran them; estimated "
+               f"{duration(sum(plan.runs[k].estimate_s for k in timed))})" if timed else "")
     return (f"To run: {len(todo)} runs, estimated {duration(total)} "
-            f"({'; '.join(parts) or '-'}); finished {done}; n/a {na}. "
+            f"({'; '.join(parts) or '-'}); finished {done}{against}; n/a {na}. "
             f"Estimates: {estimate_basis(plan.strategy)}")
 
 
-def print_plan(plan: Plan, statuses: dict, out=None) -> None:
-    """Every run with its status (`reproduce.records.run_status`), then the totals."""
+def print_plan(plan: Plan, statuses: dict, took: Optional[dict] = None, out=None) -> None:
+    """Every run with its status (`reproduce.records.run_status`), its estimate and, where
+    it finished, the wall time its record gives (`took`: run_id -> seconds, on whatever
+    machine ran it), then the totals."""
+    took = took or {}
     out = out or sys.stdout
     scale = SCALES[plan.scale]
     print(f"Plan: scale {plan.scale} ({scale.description}), strategy {plan.strategy}, "
           f"{len(plan.runs)} runs", file=out)
     used = _used_by(plan)
-    print(f"{'status':8s} {'est':>6s}  {'run':58s} {'tables':24s} settings", file=out)
+    print(f"{'status':8s} {'est':>6s} {'took':>6s}  {'run':58s} {'tables':24s} settings",
+          file=out)
     for run in plan.runs.values():
         tables = ",".join(t.replace("table", "T").replace("figure", "F")
                           for t in TABLES if t in used[run.run_id])
         note = f"  [{run.unavailable}]" if run.unavailable else ""
         estimate = "-" if run.unavailable else duration(run.estimate_s)
-        print(f"{statuses[run.run_id]:8s} {estimate:>6s}  {run.run_id:58s} {tables:24s} "
-              f"{_settings(run)}{note}", file=out)
-    print(_summary(plan, statuses), file=out)
+        wall = duration(took[run.run_id]) if run.run_id in took else "-"
+        print(f"{statuses[run.run_id]:8s} {estimate:>6s} {wall:>6s}  {run.run_id:58s} "
+              f"{tables:24s} {_settings(run)}{note}", file=out)
+    print(_summary(plan, statuses, took), file=out)
 
 
 def print_costs(plan: Plan, out=None) -> None:
