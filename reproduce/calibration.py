@@ -51,8 +51,9 @@ def timed_runs(output_dir: str, cpu_isa: str) -> list[TimedRun]:
         if not seconds or info["train_task"] not in BUCKETED_TOKENS:
             continue
         size = info["model"].get("size")
-        steps = (info["settings"]["seeds"] * len(info["settings"]["learning_rates"] or [1])
-                 * train["epochs"] * math.ceil(metrics["train_features"] / train["batch_size"]))
+        restarts = len(metrics["grid"]["runs"])  # every (learning rate, seed) trained
+        steps = restarts * train["epochs"] * math.ceil(metrics["train_features"]
+                                                       / train["batch_size"])
         flops = train["batch_size"] * encoder_flops(size, BUCKETED_TOKENS[info["train_task"]])
         found.append(TimedRun(record["run_id"], size, steps, flops, seconds))
     return found

@@ -243,6 +243,7 @@ def _timed_record(out, run_id, task, size, features, seconds, isa="AVX-512 BF16"
     folder = out / "runs" / run_id
     (folder / "files").mkdir(parents=True)
     settings = {"learning_rates": [1e-4], "seeds": 2, "max_train_examples": None}
+    restarts = [{"learning_rate": 1e-4, "seed": seed} for seed in (0, 1)]
     (folder / "record.json").write_text(json.dumps({
         "run_id": run_id, "stage": "finetune", "status": "finished",
         "hardware": {"cpu_isa": isa},
@@ -250,6 +251,7 @@ def _timed_record(out, run_id, task, size, features, seconds, isa="AVX-512 BF16"
                  "settings": settings, "head": None, "feature_mode": None, **info}}))
     (folder / "files" / "metrics.json").write_text(json.dumps({
         "train_features": features, "timings": {"train_steps": seconds},
+        "grid": {"runs": restarts},
         "config": {"train": {"epochs": 3, "batch_size": 32}}}))
 
 
