@@ -16,13 +16,13 @@ import os
 
 import numpy as np
 
+from bert_tf import timing
+from bert_tf.tokenization import BertTokenizer
 from glue_suite import features as feats
 from glue_suite import readers
 from glue_suite.batching import CHUNK_BATCHES, row_lengths
 from glue_suite.run import subsample
 from glue_suite.tasks import get_task
-from bert_tf import timing
-from bert_tf.tokenization import BertTokenizer
 
 UNCASED_VOCAB = "bert_vocab/bert-base-uncased/vocab.txt"
 
@@ -42,8 +42,8 @@ def epoch_tokens_per_row(lengths: np.ndarray, batch_size: int, seed: int = 0) ->
 
 def task_lengths(task: str, data_dir: str, tokenizer: BertTokenizer,
                  max_examples: int) -> np.ndarray:
-    """Real tokens of each training feature of `task` (its first `max_examples` examples
-    as glue_suite.run subsamples them)."""
+    """Real tokens of each training feature of `task` (of at most `max_examples`
+    examples, drawn as glue_suite.run's --max_train_examples draws them)."""
     spec = get_task(task)
     examples, _ = readers.read_file(task, "train", readers.data_path(task, "train", data_dir))
     examples = subsample(examples, max_examples, spec.kind)
