@@ -209,9 +209,11 @@ _CPU_MAIN.update({
 # pretraining: Tiny fine-tunes at 380-410 examples/s on SST-2, MNLI and MRPC, 190 on
 # CoNLL-2003 and 110 on SQuAD (measured alone, 2026-11-26; 2-5x that on the AVX-512
 # machine since: reproduce.cost_model.CPU_FINETUNE): ~40 minutes for the tiny-nsp unit.
-# SQuAD gets 5k questions, not 10k: the claims on it are gaps of 7-10 F1 in the paper (No
-# NSP > LTR, + BiLSTM helps LTR), and 10k would put the tiny-ltr unit (its SQuAD twice,
-# once under a BiLSTM) at over three hours.
+# SQuAD gets 5k questions, not the issue's 10k: the claims on it are gaps of 7-10 F1 in
+# the paper (No NSP > LTR, + BiLSTM helps LTR), and at 2026-11-26's rates 10k would have
+# put the tiny-ltr unit (its SQuAD twice, once under a BiLSTM) at over three hours. At
+# today's it would add ~15 minutes, but changing a cap reruns the run, and these models'
+# checkpoints are gone: every ablation unit would pretrain again (2026-11-28).
 _CPU_ABLATION = {
     "mnli": Finetune(learning_rates=(1e-4,), seeds=3),  # the 20k-pair train sample, all
     "qnli": Finetune(learning_rates=(1e-4,), seeds=3),
