@@ -14,16 +14,15 @@ its own, so a poor fit shows.
 """
 
 import argparse
-import glob
 import math
-import os
 from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bert_tf import files, timing
+from bert_tf import timing
 from bert_tf.cli import run_main
 from reproduce.cost_model import BUCKETED_TOKENS, encoder_flops
+from reproduce.records import load_records
 
 
 class TimedRun(NamedTuple):
@@ -38,14 +37,13 @@ def timed_runs(output_dir: str, cpu_isa: str) -> list[TimedRun]:
     """The finished fine-tuning runs on `cpu_isa` whose steps are the encoder's alone
     (no BiLSTM head, not feature-based), with the training timing glue_suite recorded."""
     found = []
-    for path in sorted(glob.glob(os.path.join(output_dir, "runs", "*", "record.json"))):
-        record = files.read_json(path)
+    for record in load_records(output_dir):
         info = record.get("info") or {}
         if (record["stage"] != "finetune" or record.get("status") != "finished"
                 or info.get("head") or info.get("feature_mode")
                 or (record.get("hardware") or {}).get("cpu_isa") != cpu_isa):
             continue
-        metrics = files.read_json(os.path.join(os.path.dirname(path), "files", "metrics.json"))
+        metrics = record["result"]  # the run's metrics.json, as the runner recorded it
         seconds = (metrics.get("timings") or {}).get("train_steps")
         train = metrics["config"]["train"]
         if not seconds or info["train_task"] not in BUCKETED_TOKENS:

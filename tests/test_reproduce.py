@@ -239,20 +239,18 @@ def test_bucketed_tokens_count_an_epoch_as_glue_suites_batches_cut_it():
 
 
 def _timed_record(out, run_id, task, size, features, seconds, isa="AVX-512 BF16", **info):
-    """A finished fine-tuning run's record and metrics.json, as the harness leaves them."""
-    folder = out / "runs" / run_id
-    (folder / "files").mkdir(parents=True)
+    """A finished fine-tuning run's record, as the harness leaves it (its "result" is the
+    run's metrics.json)."""
     settings = {"learning_rates": [1e-4], "seeds": 2, "max_train_examples": None}
     restarts = [{"learning_rate": 1e-4, "seed": seed} for seed in (0, 1)]
-    (folder / "record.json").write_text(json.dumps({
+    write_record(str(out), {
         "run_id": run_id, "stage": "finetune", "status": "finished",
         "hardware": {"cpu_isa": isa},
         "info": {"task": task, "train_task": task, "model": {"size": size},
-                 "settings": settings, "head": None, "feature_mode": None, **info}}))
-    (folder / "files" / "metrics.json").write_text(json.dumps({
-        "train_features": features, "timings": {"train_steps": seconds},
-        "grid": {"runs": restarts},
-        "config": {"train": {"epochs": 3, "batch_size": 32}}}))
+                 "settings": settings, "head": None, "feature_mode": None, **info},
+        "result": {"train_features": features, "timings": {"train_steps": seconds},
+                   "grid": {"runs": restarts},
+                   "config": {"train": {"epochs": 3, "batch_size": 32}}}})
 
 
 def test_calibration_fits_a_steps_fixed_part_and_rate_from_the_runs(tmp_path):
