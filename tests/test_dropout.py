@@ -85,4 +85,3 @@ def test_tpus_keep_keras_dropout(monkeypatch):
     np.testing.assert_array_equal(ours(x, training=True), keras_layer(x, training=True))
     monkeypatch.setattr(dropout, "_on_tpu", lambda: False)
     assert not np.array_equal(ours(x, training=True), keras_layer(x, training=True))
-
