@@ -49,7 +49,7 @@ from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 from glue_suite import readers
 from glue_suite.squad_readers import SquadExample
 from glue_suite.tasks import (CLASSIFICATION, MULTIPLE_CHOICE, REGRESSION, SPAN, TOKEN,
-                              get_task)
+                              Hyperparams, get_task)
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,17 @@ class FeatureSettings:
     max_seq_length: int = 128
     doc_stride: int = 128
     max_query_length: int = 64
+
+    @classmethod
+    def for_task(cls, hparams: Hyperparams, max_seq_length: Optional[int] = None,
+                 doc_stride: Optional[int] = None,
+                 max_query_length: Optional[int] = None) -> "FeatureSettings":
+        """The given values, else the task's defaults (`hparams`), else the class's."""
+        return cls(
+            max_seq_length=max_seq_length or hparams.max_seq_length,
+            doc_stride=doc_stride or hparams.doc_stride or cls.doc_stride,
+            max_query_length=max_query_length or hparams.max_query_length
+            or cls.max_query_length)
 
 
 # ---------------------------------------------------------------------------------------

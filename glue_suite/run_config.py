@@ -149,11 +149,8 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         jit_compile=args.jit_compile, head=args.head,
         feature_mode=args.feature_mode, bilstm_units=args.bilstm_units,
         length_multiple=_length_multiple(args))
-    features = feats.FeatureSettings(
-        max_seq_length=args.max_seq_length or hp.max_seq_length,
-        doc_stride=args.doc_stride or hp.doc_stride or feats.FeatureSettings.doc_stride,
-        max_query_length=(args.max_query_length or hp.max_query_length
-                          or feats.FeatureSettings.max_query_length))
+    features = feats.FeatureSettings.for_task(hp, args.max_seq_length, args.doc_stride,
+                                              args.max_query_length)
     # Without a data directory, the tfds fallback needs both tasks in tfds.
     data_dir, source = resolve_source(args.data_dir, args.source,
                                       train_spec.tfds_name and spec.tfds_name)

@@ -47,11 +47,7 @@ def task_lengths(task: str, data_dir: str, tokenizer: BertTokenizer,
     spec = get_task(task)
     examples, _ = readers.read_file(task, "train", readers.data_path(task, "train", data_dir))
     examples = subsample(examples, max_examples, spec.kind)
-    hp = spec.hparams
-    settings = feats.FeatureSettings(
-        max_seq_length=hp.max_seq_length,
-        doc_stride=hp.doc_stride or feats.FeatureSettings.doc_stride,
-        max_query_length=hp.max_query_length or feats.FeatureSettings.max_query_length)
+    settings = feats.FeatureSettings.for_task(spec.hparams)
     features = feats.convert_examples(task, examples, tokenizer, settings, labelled=True,
                                       training=True)
     return row_lengths(features["input_mask"])

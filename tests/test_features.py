@@ -13,6 +13,7 @@ from glue_suite import features as F
 from glue_suite import readers
 from glue_suite.readers import InputExample, NerSentence, SwagExample
 from glue_suite.squad_readers import load_squad_json, squad_examples
+from glue_suite.tasks import get_task
 from squad_helpers import first_answers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "is", "big", "yes",
@@ -38,6 +39,16 @@ def decode(row):
 # ---------------------------------------------------------------------------------------
 # GLUE and SWAG
 # ---------------------------------------------------------------------------------------
+
+def test_feature_settings_take_the_flags_then_the_tasks_defaults():
+    squad, rte = get_task("squad1.1").hparams, get_task("rte").hparams
+    assert F.FeatureSettings.for_task(squad) == F.FeatureSettings(384, 128, 64)
+    assert F.FeatureSettings.for_task(squad, max_seq_length=256, doc_stride=64) == \
+        F.FeatureSettings(256, 64, 64)
+    # A task without SQuAD's window settings gets the class's.
+    assert F.FeatureSettings.for_task(rte) == F.FeatureSettings(128, 128, 64)
+    assert F.FeatureSettings.for_task(rte, max_query_length=32).max_query_length == 32
+
 
 def test_pairs_and_single_sentences_are_packed_as_the_original(tokenizer):
     pair = [InputExample("0", "The dog is big.", "Yes", "entailment"),
