@@ -47,7 +47,8 @@ class TrainSettings:
         dropout: dropout in the encoder and before the head (BERT: 0.1).
         optimizer: "adamw" or "lamb".
         eval_batch_size: batch size of prediction (and of a feature-based run's encoder pass).
-        verbose: Keras progress bar (1), one line per epoch (2), silent (0).
+        verbose: Keras progress bar (1), one line per epoch and a log line a minute
+            (2, for log files: timings.ProgressLog), silent (0).
         run_eagerly: no tf.function graphs (debugging; tiny models start faster).
         jit_compile: XLA for the train and predict steps (Keras's "auto" would turn it
             on). Off by default: on this CPU XLA compiled each length bucket's shape for
@@ -247,8 +248,11 @@ def fine_tune(spec: TaskSpec, checkpoint: Checkpoint, train_features: dict,
     began = time.perf_counter()
     # shuffle=False: the dataset shuffles itself (seeded, again every epoch).
     repeated, steps_per_epoch = one_iterator_per_fit(dataset)
+    callbacks = [clock]
+    if settings.verbose == 2:
+        callbacks.append(timings.ProgressLog(steps_per_epoch * settings.epochs))
     history = model.fit(repeated, steps_per_epoch=steps_per_epoch, epochs=settings.epochs,
-                        verbose=settings.verbose, shuffle=False, callbacks=[clock])
+                        verbose=settings.verbose, shuffle=False, callbacks=callbacks)
     seconds = time.perf_counter() - began
     return model, {"loss": [float(x) for x in history.history["loss"]],
                    "steps": num_train_steps, "warmup_steps": num_warmup_steps,

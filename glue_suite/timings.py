@@ -7,10 +7,13 @@ Short runs are dominated by these fixed costs, so they are logged next to the tr
 time rather than hidden in the wall time.
 """
 
+import logging
 import time
 
 import keras
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 class StepClock(keras.callbacks.Callback):
@@ -29,6 +32,35 @@ class StepClock(keras.callbacks.Callback):
         return {"first_step_seconds": round(first, 2), "step_seconds_median": round(median, 3),
                 # The first step's excess over a typical one: tracing and graph optimisation.
                 "trace_seconds": round(max(first - median, 0.0), 2)}
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """A log line every `interval_s` seconds of training: step, loss, pace and time left.
+
+    Keras's verbose=2 (what `reproduce` asks, for log files) writes one line per epoch,
+    which leaves a long epoch (SQuAD: half an hour on a CPU) silent.
+    """
+
+    def __init__(self, total_steps: int, interval_s: float = 60.0):
+        super().__init__()
+        self.total_steps, self.interval_s = total_steps, interval_s
+
+    def on_train_begin(self, logs=None):
+        self.step, self.began = 0, time.perf_counter()
+        self.last = self.began
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        now = time.perf_counter()
+        if now - self.last < self.interval_s or self.step >= self.total_steps:
+            return
+        self.last = now
+        pace = (now - self.began) / self.step
+        loss = (logs or {}).get("loss")
+        logger.info("step %d/%d (%.0f%%)%s, %.2f s/step, ~%.0f min left", self.step,
+                    self.total_steps, 100 * self.step / self.total_steps,
+                    "" if loss is None else f", loss {float(loss):.4f} (epoch mean)",
+                    pace, pace * (self.total_steps - self.step) / 60)
 
 
 def run_breakdown(startup: float, stages: dict, runs: list) -> dict:

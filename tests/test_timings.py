@@ -40,3 +40,18 @@ def test_step_clock_first_step_carries_the_tracing():
     assert summary["trace_seconds"] == pytest.approx(
         summary["first_step_seconds"] - summary["step_seconds_median"], abs=0.01)
     assert timing.startup_seconds() > 0
+
+
+def test_progress_log_reports_steps_left_between_epoch_lines(caplog, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(timings.time, "perf_counter", lambda: now[0])
+    progress = timings.ProgressLog(total_steps=10, interval_s=60.0)
+    progress.on_train_begin()
+    with caplog.at_level("INFO", logger="glue_suite.timings"):
+        for _ in range(10):  # 25 s a step: a line after steps 3, 6 and 9, none at the end
+            now[0] += 25.0
+            progress.on_train_batch_end(0, {"loss": 1.5})
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(" (")[0] for line in lines] == ["step 3/10", "step 6/10", "step 9/10"]
+    assert lines[0] == ("step 3/10 (30%), loss 1.5000 (epoch mean), 25.00 s/step, "
+                        "~3 min left")
