@@ -167,7 +167,8 @@ def main(argv=None) -> int:
             if status == "finished" and records[k].get("wall_seconds") is not None}
     print_plan(plan, statuses, took)
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
-        print_units(plan, statuses)
+        from bert_tf.benchmark import matmul_peak_gflops  # TensorFlow: a second to import
+        print_units(plan, statuses, matmul_peak_gflops("float32", repeats=5))
     if args.dry_run:
         print_costs(plan)
         return 0

@@ -55,6 +55,14 @@ CPU_PRETRAIN_EXAMPLES_PER_S = {"mixed_bfloat16": {"tiny": 321.0, "mini": 95.0},
 # AVX-512 machine did with the code of that day (160). The printed plan says so on such a
 # CPU; its estimates stay the AVX-512 machine's, so that a plan reads the same anywhere.
 CPU_EMULATED_BF16_SLOWDOWN = 0.5
+# The float32 matmul peak of the machine these rates were measured on (bert_tf.benchmark's
+# 2048^3 matmul: 449 and 461 GFLOP/s, results/benchmark/run7_ and run9_idle_float32_8rounds
+# .txt). Hosts of the same name differ by more than their instruction sets: a 2-core AVX2
+# EPYC of 2026-11-28 gave 81-121, and MiniLM's fine-tuning step at 128 tokens took 4.3 s
+# there (results/benchmark/step_by_length_avx2.txt) against 0.97 s by CPU_FINETUNE, 4.4x,
+# where the peaks differ 3.8-5.6x. The printed units scale by the ratio of this machine's
+# peak to it (`reproduce.units.speed_note`).
+CPU_FLOAT32_MATMUL_PEAK_GFLOPS = 455.0
 # Fine-tuning cuts each batch to its longest row (glue_suite.batching), so a task costs
 # its typical length, not its max_seq_length: tokens per training example in one bucketed
 # epoch, each batch counted at its longest row, of the train splits featurized with the

@@ -20,6 +20,7 @@ import dataclasses
 import sys
 from typing import Optional
 
+from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS
 from reproduce.plan import Plan
 from reproduce.report import duration
 
@@ -74,8 +75,10 @@ def next_units(plan: Plan, statuses: dict, count: int) -> Plan:
     return plan.subset([k for u in todo for k in u.run_ids])
 
 
-def print_units(plan: Plan, statuses: dict, out=None) -> None:
-    """One line per unit: status, estimate, runs; then the total."""
+def print_units(plan: Plan, statuses: dict, peak_gflops: Optional[float] = None,
+                out=None) -> None:
+    """One line per unit: status, estimate, runs; then the total and, given this
+    machine's float32 matmul peak, what the estimates mean here (`speed_note`)."""
     out = out or sys.stdout
     units = plan_units(plan)
     print(f"Units (one sitting each, at most {duration(SITTING_S)} where the estimate "
@@ -85,7 +88,21 @@ def print_units(plan: Plan, statuses: dict, out=None) -> None:
         print(f"  {i:3d}. {unit_status(unit, statuses):8s} {duration(unit.estimate_s):>6s}  "
               f"{unit.name} ({len(unit.run_ids)} runs){over}", file=out)
     remaining = [u for u in units if unit_status(u, statuses) != "done"]
+    left = _estimate(plan, [k for u in remaining for k in u.run_ids if statuses[k] not in DONE])
     print(f"Total: {len(units)} units, estimated {duration(_estimate(plan, list(plan.runs)))}; "
-          f"{len(remaining)} not done, estimated "
-          f"{duration(_estimate(plan, [k for u in remaining for k in u.run_ids if statuses[k] not in DONE]))}.",
-          file=out)
+          f"{len(remaining)} not done, estimated {duration(left)}.", file=out)
+    if peak_gflops:
+        print(speed_note(peak_gflops, left), file=out)
+
+
+def speed_note(peak_gflops: float, left_s: Optional[float]) -> str:
+    """The estimates are the calibration machine's; how long they take here follows the
+    ratio of the two float32 matmul peaks (`cost_model.CPU_FLOAT32_MATMUL_PEAK_GFLOPS`)."""
+    factor = CPU_FLOAT32_MATMUL_PEAK_GFLOPS / peak_gflops
+    note = (f"This machine: float32 matmul peak {peak_gflops:.0f} GFLOP/s, against "
+            f"{CPU_FLOAT32_MATMUL_PEAK_GFLOPS:.0f} where the estimates were measured")
+    if factor < 1.25:
+        return note + "."
+    here = f"; what is not done: ~{duration(left_s * factor)} here" if left_s else ""
+    return (f"{note}: expect ~{factor:.1f}x the estimated times{here}; a unit may then "
+            f"outgrow a sitting, and a run stopped part-way resumes on this machine only.")

@@ -575,6 +575,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(fake_data, tmp_path, capsys)
     assert code == 0 and not out.exists() and not (tmp_path / "w").exists()
     assert "Plan: scale smoke" in text and "smoke.pretrain.tiny-nsp" in text
     assert re.search(r"To run: \d+ runs, estimated \d+m", text)
+    assert re.search(r"^This machine: float32 matmul peak \d+ GFLOP/s", text, re.M)
 
 
 # ------------------------------------------------------------------- no data directory

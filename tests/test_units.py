@@ -2,6 +2,7 @@
 are gone (`reproduce.runner.outputs_to_remake`, `restore`): another machine, same records."""
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -10,7 +11,9 @@ from reproduce.commands import DataCommand
 from reproduce.plan import Plan, Run
 from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
-from reproduce.units import SITTING_S, next_units, plan_units, unit_status
+from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS
+from reproduce.units import (SITTING_S, next_units, plan_units, print_units, speed_note,
+                             unit_status)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,6 +60,21 @@ def test_next_units_skip_done_units_and_bring_the_data_they_need():
     assert list(nxt.runs) == ["s.data.nsp", "s.data.heldout", "s.pretrain.mini",
                               "s.finetune.mini.mrpc"]
     assert len(next_units(plan, statuses, 3).runs) == 4 + 3 + 3
+
+
+def test_the_units_say_what_the_estimates_mean_on_a_slower_machine():
+    plan = toy_plan()
+    statuses = {k: "todo" for k in plan.runs}
+    out = io.StringIO()
+    print_units(plan, statuses, peak_gflops=CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 4, out=out)
+    total = sum(r.estimate_s for r in plan.runs.values())  # 30,070 s: 8h21
+    assert out.getvalue().splitlines()[-1] == speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 4,
+                                                         total)
+    assert "expect ~4.0x the estimated times; what is not done: ~33h25 here" in \
+        out.getvalue()
+    # As fast as the calibration machine (within 25%): nothing to scale.
+    assert speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 0.9, total).endswith(
+        f"against {CPU_FLOAT32_MATMUL_PEAK_GFLOPS:.0f} where the estimates were measured.")
 
 
 def test_missing_outputs_of_finished_runs_are_remade_where_an_unfinished_run_reads_them(
