@@ -16,6 +16,7 @@ from glue_suite import features as F
 from glue_suite import finetune, scoring, task_models, tasks
 from glue_suite.readers import InputExample, NerSentence
 from glue_suite.tasks import TASKS
+from glue_suite.timings import ProgressLog
 
 T = 12
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)] + ["##s"]
@@ -138,18 +139,24 @@ def test_token_loss_ignores_positions_with_zero_label_weight(checkpoint):
 # Training (graph mode, as real runs) and prediction
 # ---------------------------------------------------------------------------------------
 
-def test_fine_tune_learns_a_toy_task(checkpoint):
+def test_fine_tune_learns_a_toy_task(checkpoint, monkeypatch, caplog):
     """Label = which word fills the sequence; the real training path (tf.data, AdamW with
     warmup and decay, Model.fit in a tf.function) learns it. (A random tiny encoder needs
-    a strong signal and no dropout to learn in 40 steps.)"""
+    a strong signal and no dropout to learn in 40 steps.) With verbose=2, as reproduce runs
+    it, the progress log reports steps and the loss Keras passes it."""
     features = random_inputs((64, T), seed=1)
     labels = np.arange(64) % 2
     features["input_ids"][:, 1:] = np.where(labels == 1, 5, 6)[:, None]
     features["labels"] = labels.astype(np.int32)
     settings = finetune.TrainSettings(learning_rate=1e-2, epochs=10, batch_size=16, seed=0,
-                                      dropout=0.0, verbose=0)
-    model, history = finetune.fine_tune(TASKS["rte"], checkpoint, features, settings, T)
+                                      dropout=0.0, verbose=2)
+    every_step = lambda total_steps: ProgressLog(total_steps, interval_s=0.0)
+    monkeypatch.setattr(finetune.timings, "ProgressLog", every_step)
+    with caplog.at_level("INFO", logger="glue_suite.timings"):
+        model, history = finetune.fine_tune(TASKS["rte"], checkpoint, features, settings, T)
     assert history["steps"] == 40 and history["warmup_steps"] == 4
+    progress = [r.getMessage() for r in caplog.records if r.name == "glue_suite.timings"]
+    assert len(progress) == 39 and progress[0].startswith("step 1/40 (2%), loss ")
     assert history["loss"][-1] < 0.3 < 0.6 < history["loss"][0]
     assert model.optimizer.iterations.numpy() == 40
     assert model.jit_compile is False  # TrainSettings' default, not Keras's "auto"
