@@ -58,8 +58,8 @@ CPU_EMULATED_BF16_SLOWDOWN = 0.5
 # The float32 matmul peak of the machine these rates were measured on (bert_tf.benchmark's
 # 2048^3 matmul: 449 and 461 GFLOP/s, results/benchmark/run7_ and run9_idle_float32_8rounds
 # .txt). Hosts of the same name differ by more than their instruction sets: a 2-core AVX2
-# EPYC of 2026-11-28 gave 81-121, and MiniLM's fine-tuning step at 128 tokens took 4.3 s
-# there (results/benchmark/step_by_length_avx2.txt) against 0.97 s by CPU_FINETUNE, 4.1-4.4x,
+# EPYC of 2026-11-28 gave 81-121, and MiniLM's fine-tuning step at 128 tokens took 4.0-4.3
+# s there (results/benchmark/step_by_length_avx2.txt) against 0.97 s by CPU_FINETUNE, 4.1-4.4x,
 # where the peaks differ 3.8-5.6x. The printed units scale by the ratio of this machine's
 # peak to it (`reproduce.units.speed_note`).
 CPU_FLOAT32_MATMUL_PEAK_GFLOPS = 455.0
