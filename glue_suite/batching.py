@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.distribute import without_autotune
+from glue_suite import timings
 
 # glue_suite's rounding under --jit_compile, where each new length compiles (~30 s for
 # BERT-Large here) and 8 bounds the shapes to 2 * T / 8.
@@ -215,13 +216,17 @@ def predict_by_length(model: keras.Model, inputs: dict, batch_size: int,
             outputs)
     forward = _forward(model, inputs)
     progress = keras.utils.Progbar(len(mask), verbose=verbose) if verbose else None
-    rows, parts = [], []
+    line = timings.ProgressLine("predicted rows", len(mask)) if verbose == 2 else None
+    rows, parts, done = [], [], 0
     for length, batch in sorted_batches(mask, batch_size, length_multiple):
         outputs = forward({k: tf.constant(v) for k, v in
                            trimmed_rows(inputs, batch, length).items()})
         parts.append(keras.tree.map_structure(np.asarray, outputs))
         rows.append(batch)
+        done += len(batch)
         if progress:
             progress.add(len(batch))
+        if line:
+            line.update(done)
     return keras.tree.map_structure(
         lambda *outputs: merge_rows(rows, outputs, mask, per_position, fill), *parts)

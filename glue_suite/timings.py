@@ -34,33 +34,46 @@ class StepClock(keras.callbacks.Callback):
                 "trace_seconds": round(max(first - median, 0.0), 2)}
 
 
-class ProgressLog(keras.callbacks.Callback):
-    """A log line every `interval_s` seconds of training: step, loss, pace and time left.
+class ProgressLine:
+    """`<what> k/N (p%)<extra>, ~M min left`, logged at most every `interval_s` seconds
+    and not at the end, which the caller reports itself.
 
-    Keras's verbose=2 (what `reproduce` asks, for log files) writes one line per epoch,
-    which leaves a long epoch (SQuAD: half an hour on a CPU) silent.
+    Keras's verbose=2 (what `reproduce` asks, for log files) writes one line per epoch and
+    one per prediction, which leaves a long one (SQuAD on a CPU: an hour a training epoch,
+    minutes of dev predictions) silent.
     """
+
+    def __init__(self, what: str, total: int, interval_s: float = 60.0):
+        self.what, self.total, self.interval_s = what, total, interval_s
+        self.began = self.last = time.perf_counter()
+
+    def update(self, done: int, extra: str = "") -> None:
+        now = time.perf_counter()
+        if now - self.last < self.interval_s or done >= self.total:
+            return
+        self.last = now
+        left = (now - self.began) / done * (self.total - done)
+        logger.info("%s %d/%d (%.0f%%)%s, ~%.0f min left", self.what, done, self.total,
+                    100 * done / self.total, extra, left / 60)
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """Model.fit's `ProgressLine`: steps, with the loss and the pace."""
 
     def __init__(self, total_steps: int, interval_s: float = 60.0):
         super().__init__()
         self.total_steps, self.interval_s = total_steps, interval_s
 
     def on_train_begin(self, logs=None):
-        self.step, self.began = 0, time.perf_counter()
-        self.last = self.began
+        self.step, self.line = 0, ProgressLine("step", self.total_steps, self.interval_s)
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
-        now = time.perf_counter()
-        if now - self.last < self.interval_s or self.step >= self.total_steps:
-            return
-        self.last = now
-        pace = (now - self.began) / self.step
         loss = (logs or {}).get("loss")
-        logger.info("step %d/%d (%.0f%%)%s, %.2f s/step, ~%.0f min left", self.step,
-                    self.total_steps, 100 * self.step / self.total_steps,
-                    "" if loss is None else f", loss {float(loss):.4f} (epoch mean)",
-                    pace, pace * (self.total_steps - self.step) / 60)
+        pace = (time.perf_counter() - self.line.began) / self.step
+        self.line.update(self.step, ("" if loss is None else
+                                     f", loss {float(loss):.4f} (epoch mean)")
+                         + f", {pace:.2f} s/step")
 
 
 def run_breakdown(startup: float, stages: dict, runs: list) -> dict:

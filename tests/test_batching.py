@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import heads
-from glue_suite import batching, finetune, task_models
+from glue_suite import batching, finetune, task_models, timings
 from glue_suite.run import build_parser
 from glue_suite.run_config import resolve_config
 from glue_suite.tasks import TASKS
@@ -287,3 +287,15 @@ def test_prediction_order_is_restored(checkpoint, task):
             got_trimmed, got_padded, want = got_trimmed[mask], got_padded[mask], want[mask]
         np.testing.assert_allclose(got_trimmed, want, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(got_padded, want, rtol=1e-4, atol=1e-4)
+
+
+def test_prediction_logs_its_progress_with_verbose_2(checkpoint, monkeypatch, caplog):
+    features = padded_rows(37, (T,), seed=2)
+    line = timings.ProgressLine
+    monkeypatch.setattr(timings, "ProgressLine",
+                        lambda what, total: line(what, total, interval_s=0.0))
+    with caplog.at_level("INFO", logger="glue_suite.timings"):
+        finetune.predict(_model(checkpoint, "rte"), features, 8, TASKS["rte"].kind,
+                         length_multiple=8, verbose=2)
+    lines = [r.getMessage().split(" (")[0] for r in caplog.records]
+    assert lines == [f"predicted rows {n}/37" for n in (8, 16, 24, 32)]  # not the last
