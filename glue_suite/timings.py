@@ -47,14 +47,15 @@ class ProgressLine:
         self.what, self.total, self.interval_s = what, total, interval_s
         self.began = self.last = time.perf_counter()
 
-    def update(self, done: int, extra: str = "") -> None:
+    def update(self, done: int, extra=lambda: "") -> None:
+        """`extra()`: more of the line, computed only when one is logged."""
         now = time.perf_counter()
         if now - self.last < self.interval_s or done >= self.total:
             return
         self.last = now
         left = (now - self.began) / done * (self.total - done)
         logger.info("%s %d/%d (%.0f%%)%s, ~%.0f min left", self.what, done, self.total,
-                    100 * done / self.total, extra, left / 60)
+                    100 * done / self.total, extra(), left / 60)
 
 
 class ProgressLog(keras.callbacks.Callback):
@@ -69,11 +70,13 @@ class ProgressLog(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
-        loss = (logs or {}).get("loss")
-        pace = (time.perf_counter() - self.line.began) / self.step
-        self.line.update(self.step, ("" if loss is None else
-                                     f", loss {float(loss):.4f} (epoch mean)")
-                         + f", {pace:.2f} s/step")
+
+        def loss_and_pace():  # reading the loss waits for the step: only when logged
+            loss = (logs or {}).get("loss")
+            pace = (time.perf_counter() - self.line.began) / self.step
+            return (("" if loss is None else f", loss {float(loss):.4f} (epoch mean)")
+                    + f", {pace:.2f} s/step")
+        self.line.update(self.step, loss_and_pace)
 
 
 def run_breakdown(startup: float, stages: dict, runs: list) -> dict:
