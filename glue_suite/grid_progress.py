@@ -12,6 +12,12 @@ grid point on disk, and the same command run again skips the points it finished.
 
 The directory goes once the run's outputs are in place. A point interrupted before its
 point.json is trained again from the start.
+
+Points can also come from elsewhere: a harness that kept another machine's finished
+points (reproduce.partial) adds them (`GridProgress.add`) under the identity this run
+computes (`glue_suite.run.grid_identity_of`), vouching that they belong to the same
+command. Their weights stay behind, so where such a point is the best, the outputs are
+written from its predictions (`glue_suite.run`).
 """
 
 import dataclasses
@@ -83,6 +89,19 @@ class GridProgress:
         path = os.path.join(self.point_dir(learning_rate, seed), POINT)
         return files.read_json(path) if os.path.exists(path) else None
 
+    def add(self, source: str) -> bool:
+        """Takes a point finished elsewhere (a directory laid out as `point_dir`'s, its
+        point.json included); False where this grid has the point already."""
+        entry = files.read_json(os.path.join(source, POINT))
+        target = self.point_dir(entry["learning_rate"], entry["seed"])
+        if self.finished(entry["learning_rate"], entry["seed"]) is not None:
+            return False
+        os.makedirs(target, exist_ok=True)
+        names = sorted(os.listdir(source))
+        for name in [n for n in names if n != POINT] + [POINT]:  # point.json last
+            shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
+        return True
+
     def save(self, entry: dict, best_model: Optional[keras.Model]) -> None:
         """Marks a point finished (its predictions are in `point_dir` already); with
         `best_model` (it is the best point so far) keeps its weights, in place of the
@@ -118,3 +137,10 @@ class GridProgress:
 
     def _weights_path(self, learning_rate: float, seed: int) -> str:
         return os.path.join(self.root, f"best-lr{learning_rate:g}-seed{seed}.weights.h5")
+
+
+def finished_point_dirs(output_dir: str) -> list[str]:
+    """The directories of the points an output directory's grid has finished so far
+    (whatever its identity), in name order."""
+    pattern = os.path.join(output_dir, PROGRESS, predictions.RESTARTS, "*", POINT)
+    return [os.path.dirname(p) for p in sorted(glob.glob(pattern))]

@@ -27,9 +27,11 @@ without words and gold, a quarter of its size (CoNLL-2003 dev: 138 KB, not 552 K
 restart of every NER run keeps one per evaluation split, and records are committed.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -309,6 +311,30 @@ def read_restart(spec: TaskSpec, split: str, directory: str) -> list:
     if spec.kind == SPAN:
         return [read_squad(paths[0])] + [read_null_odds(p) for p in paths[1:]]
     return [read_tsv(spec.name, paths[0])]
+
+
+def write_split_from_restart(spec: TaskSpec, split: str, examples: Sequence,
+                             restart: str, output_dir: str,
+                             null_score_diff_threshold: float = 0.0) -> list[str]:
+    """`write_split`'s files made from one restart's (`write_restart`'s, in directory
+    `restart`), for a best run whose model is not at hand; returns the paths. SQuAD's
+    n-best lists are not in a restart: nbest_predictions.json is empty. v2.0's answers
+    are the restart's best non-null ones, cut at `null_score_diff_threshold`."""
+    values = read_restart(spec, split, restart)
+    if spec.kind == TOKEN:
+        return write_split(spec, split, examples, values[0], output_dir)
+    if spec.kind == SPAN:
+        best_non_null, null_odds = values if len(values) == 2 else (values[0], {})
+        result = SquadPredictions(best_non_null, {}, best_non_null, null_odds)
+        if null_odds:
+            result = dataclasses.replace(result, predictions=squad_postprocess.at_threshold(
+                result, null_score_diff_threshold))
+        return write_split(spec, split, examples, result, output_dir)
+    name = _tsv_names(spec, split)[0]  # the split's file and the restart's are alike
+    path = os.path.join(output_dir, name)
+    with files.atomic_path(path) as temporary:
+        shutil.copyfile(os.path.join(restart, name), temporary)
+    return [path]
 
 
 def gold_path(spec: TaskSpec, split: str, output_dir: str) -> str:

@@ -338,8 +338,11 @@ class GridResult:
     """The grid's runs, and what the outputs need of the best one on dev."""
     runs: list  # {"learning_rate", "seed", "metrics", "degenerate", "train"} per grid point
     summary: dict  # scoring.summarize_grid(runs)
-    best_model: object  # keras.Model of runs[summary["best"]]
-    best_evaluations: list  # its scoring.Evaluation of every evaluation split
+    # keras.Model of runs[summary["best"]], and its scoring.Evaluation of every
+    # evaluation split; None where that point was finished elsewhere and nothing needs
+    # its model (`_restore_best`): its outputs are then its restart files
+    best_model: Optional[object]
+    best_evaluations: Optional[list]
     progress: GridProgress  # every run's dev predictions, on disk
 
     @property
@@ -462,9 +465,14 @@ def run_grid(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer
 def _restore_best(config: RunConfig, checkpoint: Checkpoint, tokenizer: BertTokenizer,
                   splits: Splits, strategy, progress: GridProgress, best: dict) -> tuple:
     """(model, evaluations) of a best point that an earlier run finished: its saved
-    weights, or, where they are missing, the point trained again."""
+    weights; where they are missing (the point was finished on another machine), (None,
+    None) if no test split or export needs the model, else the point trained again."""
     lr, seed = best["learning_rate"], best["seed"]
     weights = progress.best_weights(lr, seed)
+    if weights is None and not splits.tests and not config.export_dir:
+        logger.info("the best point (lr %g, seed %d) has no saved weights in %s: its dev "
+                    "outputs are its restart's predictions", lr, seed, progress.root)
+        return None, None
     if weights is None:
         logger.warning("the best point (lr %g, seed %d) has no saved weights in %s: "
                        "training it again", lr, seed, progress.root)
@@ -484,7 +492,13 @@ def write_outputs(config: RunConfig, splits: Splits, grid: GridResult,
     returns the paths."""
     spec = get_task(config.task)
     written = []
-    for split, evaluation in zip(splits.evals, grid.best_evaluations):
+    if grid.best_evaluations is None:
+        restart = grid.progress.point_dir(grid.best["learning_rate"], grid.best["seed"])
+        for split in splits.evals:
+            written += predictions.write_split_from_restart(
+                spec, split.name, split.examples, restart, directory,
+                config.squad.null_score_diff_threshold)
+    for split, evaluation in zip(splits.evals, grid.best_evaluations or ()):
         written += predictions.write_split(spec, split.name, split.examples,
                                            evaluation.predictions, directory)
     if splits.tests:
@@ -564,6 +578,14 @@ def run(config: RunConfig, command: Optional[str] = None,
                 _scores(result["metrics"]), result["learning_rate"], result["seed"],
                 result["wall_seconds"], path)
     return result
+
+
+def grid_identity_of(argv: list[str]) -> dict:
+    """The grid identity (`glue_suite.grid_progress.grid_identity`) that `main(argv)`
+    computes on this machine, for a harness that adds points finished elsewhere to the
+    run's grid_progress/ before starting it (reproduce.partial)."""
+    config = resolve_config(build_parser().parse_args(argv))
+    return grid_identity(config, read_checkpoint(config.init_checkpoint).directory)
 
 
 def _log_handlers(config: RunConfig) -> list[logging.Handler]:

@@ -23,7 +23,10 @@ are unchanged. The plan comes in units, one sitting each (a pretraining run and 
 that read its exports, which may not survive a move to another machine; reproduce.units):
 --units N runs the next N and stops, so that their records can be committed. A killed run
 is rerun: the pretraining CLI resumes from its last checkpoint, fine-tuning from the grid
-points it finished (glue_suite.grid_progress), data creation restarts. A run whose command changed (the plan was edited), or
+points it finished (glue_suite.grid_progress), data creation restarts. Each restart a
+fine-tuning run finishes is also kept beside its record (results/runs/<run_id>/partial/,
+reproduce.partial): committed, it lets the run go on from there on another machine, so a
+run longer than a sitting still finishes over several. A run whose command changed (the plan was edited), or
 whose inputs were redone, starts over in a clean directory (the old one is set aside). Runs whose
 data is missing are recorded as n/a with the reason, and are retried on the next invocation.
 With no data directory at all (no --data_dir, none at $BERT_DATA_DIR or ./data), fine-tuning
@@ -51,14 +54,14 @@ from typing import Optional
 from bert_tf import provenance
 from bert_tf.cli import run_main
 from glue_suite.data_dir import ENV_VAR, no_data_directory, resolve_data_dir, set_up_data_dir
-from reproduce import rehearsal
+from reproduce import partial, rehearsal
 from reproduce.commands import STRATEGIES
 from reproduce.experiments import TABLES, build_plan
 from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
-from reproduce.units import next_units, plan_units, print_units
+from reproduce.units import next_units, print_units, units_to_do
 
 COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
@@ -166,6 +169,7 @@ def main(argv=None) -> int:
     took = {k: records[k]["wall_seconds"] for k, status in statuses.items()
             if status == "finished" and records[k].get("wall_seconds") is not None}
     print_plan(plan, statuses, took)
+    partial.print_kept(plan, output_dir)
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
         from bert_tf.benchmark import matmul_peak_gflops  # TensorFlow: a second to import
         print_units(plan, statuses, matmul_peak_gflops("float32", repeats=5))
@@ -173,9 +177,10 @@ def main(argv=None) -> int:
         print_costs(plan)
         return 0
     if args.units is not None:
+        names = [u.name for u in units_to_do(plan, statuses, args.units)]
         plan = next_units(plan, statuses, args.units)
         print(f"--units {args.units}: {len(plan.runs)} runs of the next unit(s): "
-              f"{', '.join(u.name for u in plan_units(plan))}", flush=True)
+              f"{', '.join(names)}", flush=True)
 
     signal.signal(signal.SIGTERM, stop_child)
     began = time.time()

@@ -80,7 +80,7 @@ def run_status(run: Run, record: Optional[dict], output_dir: str,
                data_dir: Optional[str]) -> str:
     """finished | n/a | todo | rerun (killed or failed) | changed (its command was edited,
     or a run it reads from has been redone since). `data_dir`: the plan's."""
-    same_command = record is not None and _same_command(run, record, data_dir)
+    same_command = record is not None and same_command_as(run, record, data_dir)
     if record and record.get("status") == "finished" and same_command:
         if _inputs_unchanged(record, output_dir):
             return "finished"
@@ -92,8 +92,9 @@ def run_status(run: Run, record: Optional[dict], output_dir: str,
     return "rerun" if same_command else "changed"
 
 
-def _same_command(run: Run, record: dict, data_dir: Optional[str]) -> bool:
-    """Whether the record ran the run's command, compared as the record holds it."""
+def same_command_as(run: Run, record: dict, data_dir: Optional[str]) -> bool:
+    """Whether the record (or anything with its "module" and "argv") ran the run's
+    command, compared as the record holds it."""
     argv = portable_paths.portable_record(list(run.args), data_dir)
     return record.get("argv") == argv and record.get("module") == run.module
 

@@ -21,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from bert_tf import files, portable_paths, provenance
 from glue_suite import predictions
 from glue_suite.tasks import get_task
+from reproduce import partial
 from reproduce.plan import Plan, Run
 from reproduce.records import (base_record, load_record, now, record_path, run_status,
                                write_record)
@@ -163,9 +164,10 @@ class _PortableLog:
 
 
 def _stream(module: str, argv: list, log_path: str, env: dict, echo: bool,
-            data_dir: Optional[str]) -> int:
+            data_dir: Optional[str], on_output: Callable[[], None] = lambda: None) -> int:
     """Runs `python -m module argv`, appending its output to log_path (and echoing it);
-    returns its exit status. `data_dir`: the plan's, for the log's paths."""
+    returns its exit status. `data_dir`: the plan's, for the log's paths; `on_output`:
+    called after each piece of output."""
     with open(log_path, "ab") as log:
         header = portable_paths.command_line(module, argv, data_dir)
         log.write(f"\n=== {now()} {header}\n".encode())
@@ -183,6 +185,7 @@ def _stream(module: str, argv: list, log_path: str, env: dict, echo: bool,
                 if echo:
                     sys.stdout.buffer.write(chunk)
                     sys.stdout.flush()
+                on_output()
             return process.wait()
         finally:
             portable_log.close()
@@ -371,8 +374,7 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
     write_record(output_dir, record, plan.data_dir)
     _Files.makedirs(run.out_dir)
     log_path = os.path.join(record_dir, "log.txt")
-    returncode = _stream(run.module, argv, log_path, _child_env(data_dir), echo,
-                         plan.data_dir)
+    returncode, adopted = _run_cli(run, plan, argv, output_dir, data_dir, echo)
     record.update(returncode=returncode, ended=now(),
                   wall_seconds=round(time.time() - started, 1))
     tail = _tail(log_path)
@@ -388,8 +390,31 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
                 record["outputs"]["gold_sha256"] = gold_digests(run.out_dir, result["task"])
         except (OSError, KeyError, ValueError) as e:
             record.update(status="failed", reason=f"outputs missing: {e}", log_tail=tail)
+    if adopted:
+        record["adopted_restarts"] = adopted
     write_record(output_dir, record, plan.data_dir)
+    if record["status"] == "finished":
+        partial.remove(record_dir)
     return record
+
+
+def _run_cli(run: Run, plan: Plan, argv: tuple, output_dir: str, data_dir: str,
+             echo: bool) -> tuple:
+    """(exit status, restarts adopted) of the run's CLI, its record written as started.
+    A fine-tuning run first gets the restarts kept from earlier sittings, and keeps each
+    one it finishes beside its record as it goes (`reproduce.partial`; local runs)."""
+    record_dir = os.path.dirname(record_path(output_dir, run.run_id))
+    command = (run.module, argv, os.path.join(record_dir, "log.txt"), _child_env(data_dir),
+               echo, plan.data_dir)
+    if run.stage != "finetune" or files.is_remote(run.out_dir):
+        return _stream(*command), {}
+    started = load_record(output_dir, run.run_id)  # as written: paths portable
+    adopted = partial.adopt(run, argv, record_dir, started)
+    saver = partial.Saver(run, record_dir, started)
+    try:
+        return _stream(*command, on_output=saver), adopted
+    finally:
+        saver.save()  # also when stopped: what it finished is kept
 
 
 def _relabel(run: Run, plan: Plan, record: dict, output_dir: str) -> None:

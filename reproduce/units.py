@@ -68,11 +68,15 @@ def unit_status(unit: Unit, statuses: dict) -> str:
         statuses[k] == "finished" for k in unit.run_ids) else "todo"
 
 
+def units_to_do(plan: Plan, statuses: dict, count: int) -> list:
+    """The plan's first `count` units that are not done."""
+    return [u for u in plan_units(plan) if unit_status(u, statuses) != "done"][:count]
+
+
 def next_units(plan: Plan, statuses: dict, count: int) -> Plan:
     """The plan restricted to its first `count` units that are not done (and the runs
     they need from earlier units)."""
-    todo = [u for u in plan_units(plan) if unit_status(u, statuses) != "done"][:count]
-    return plan.subset([k for u in todo for k in u.run_ids])
+    return plan.subset([k for u in units_to_do(plan, statuses, count) for k in u.run_ids])
 
 
 def print_units(plan: Plan, statuses: dict, peak_gflops: Optional[float] = None,
@@ -104,6 +108,7 @@ def speed_note(peak_gflops: float, left_s: Optional[float]) -> str:
     if 0.8 < factor < 1.25:  # within the spread of hosts with the calibration's CPU
         return note + "."
     here = f"; what is not done: ~{duration(left_s * factor)} here" if left_s else ""
-    slower = ("; a unit may then outgrow a sitting, and a run stopped part-way resumes on "
-              "this machine only" if factor > 1 else "")
+    slower = ("; a unit may then outgrow a sitting: a fine-tuning run keeps each restart "
+              "it finishes beside its record (commit it; reproduce.partial), a pretraining "
+              "run stopped part-way resumes on this machine only" if factor > 1 else "")
     return f"{note}: expect ~{factor:.1f}x the estimated times{here}{slower}."

@@ -9,6 +9,7 @@ import pytest
 from glue_suite import predictions as P
 from glue_suite.readers import DataFormatError, InputExample, NerSentence
 from glue_suite.squad_postprocess import SquadPredictions
+from glue_suite.squad_readers import SquadExample
 from glue_suite.tasks import TASKS
 
 
@@ -68,3 +69,39 @@ def test_write_split_conll_and_squad_names(tmp_path):
     assert [p.rsplit("/", 1)[1] for p in paths] == ["predictions.json",
                                                      "nbest_predictions.json"]
     assert json.loads((tmp_path / "predictions.json").read_text()) == {"q": "x"}
+
+
+def _squad_example(qid, answers):
+    return SquadExample(qid, "q?", "c", ["c"], [0], answers, not answers)
+
+
+@pytest.mark.parametrize("task,examples,predicted", [
+    ("rte", [InputExample("7", "a", "b", None), InputExample("9", "c", "d", None)],
+     np.array([1, 0])),
+    ("stsb", [InputExample("7", "a", "b", None)], np.array([4.25], np.float32)),
+    ("conll2003", [NerSentence(0, ("Paris", "is"), ("B-LOC", "O"))], [["B-LOC", "B-PER"]]),
+    ("squad1.1", [_squad_example("q1", ["paris"])],
+     SquadPredictions({"q1": "paris"}, {"q1": [{"text": "paris"}]}, {"q1": "paris"}, {})),
+    ("squad2.0", [_squad_example("q1", ["paris"]), _squad_example("q2", [])],
+     SquadPredictions({"q1": "paris", "q2": ""}, {"q1": [], "q2": []},
+                      {"q1": "paris", "q2": "rome"}, {"q1": -2.0, "q2": 1.5}))])
+def test_a_split_written_from_its_restart_is_the_split_written_from_the_model(
+        tmp_path, task, examples, predicted):
+    """A best run finished on another machine has its restart's files and not its model:
+    its dev outputs, made from them, are those its predictions made (SQuAD: but for the
+    n-best lists, which a restart does not keep)."""
+    spec = TASKS[task]
+    restart, from_model, from_restart = (tmp_path / n for n in ("r", "m", "s"))
+    for d in (restart, from_model, from_restart):
+        d.mkdir()
+    P.write_restart(spec, "dev", examples, predicted, str(restart))
+    expected = P.write_split(spec, "dev", examples, predicted, str(from_model))
+    written = P.write_split_from_restart(spec, "dev", examples, str(restart),
+                                         str(from_restart))
+    assert [p.rsplit("/", 1)[1] for p in written] == [p.rsplit("/", 1)[1] for p in expected]
+    for name in sorted(p.name for p in from_model.iterdir()):
+        made = (from_restart / name).read_text()
+        if name == "nbest_predictions.json":
+            assert json.loads(made) == {}
+        else:
+            assert made == (from_model / name).read_text(), name

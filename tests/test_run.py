@@ -3,12 +3,16 @@ layout and a tiny saved checkpoint (2 layers, H=16): seconds per task."""
 
 import csv
 import importlib.util
+import io
 import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,9 +21,13 @@ from bert_tf.cli import KERAS_EXTRAS_UNUSED, run_main
 from glue_suite import evaluate, run, run_config
 from glue_suite import features as F
 from glue_suite import predictions
+from glue_suite.grid_progress import GridProgress, finished_point_dirs
 from glue_suite.predictions import read_tsv
 from glue_suite.tasks import TASKS
-from reproduce import statistics
+from reproduce import partial, statistics
+from reproduce.plan import Cell, Plan, Run
+from reproduce.records import load_record
+from reproduce.runner import run_plan, stop_child
 
 WORDS = ("the a dog cat man woman runs walks sees likes park house red blue big small "
          "yes no is was he she it paris london john mary france england in on to of").split()
@@ -373,6 +381,92 @@ def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkey
     assert run.main(_argv(world, out, "rte", *grid, "--weight_decay", "0.02")) == 0
     assert calls["fine_tune"] == 2
     assert "discarded the grid progress" in (out / "run.log").read_text()
+
+
+def test_points_finished_elsewhere_are_taken_and_a_best_without_weights_keeps_its_outputs(
+        world, tmp_path, monkeypatch):
+    """Points another machine finished, added to a fresh directory's grid under the
+    identity the command computes (as reproduce.partial does), are not trained again; the
+    best of them has no weights here, so the dev outputs are its restart's predictions:
+    the same files and metrics as the uninterrupted run's."""
+    grid = ("--learning_rates", "1e-3,1e-4", "--no_test_predictions")
+    _, reference = _main(world, tmp_path, "rte", *grid)
+    elsewhere = tmp_path / "elsewhere"  # stopped after its grid: both points finished
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(run, "write_outputs", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run.main(_argv(world, elsewhere, "rte", *grid))
+    monkeypatch.undo()
+
+    out = tmp_path / "here"
+    argv = _argv(world, out, "rte", *grid)
+    progress = GridProgress(str(out), run.grid_identity_of(argv))
+    points = finished_point_dirs(str(elsewhere))
+    assert [os.path.basename(p) for p in points] == ["lr0.0001-seed0", "lr0.001-seed0"]
+    assert [progress.add(p) for p in points] == [True, True]
+    assert progress.add(points[0]) is False  # there already
+    calls = []
+    for name in ("fine_tune", "restore_model"):
+        monkeypatch.setattr(run.finetune, name, lambda *a, _n=name, **k: calls.append(_n))
+    assert run.main(argv) == 0
+    assert calls == []
+    taken = json.loads((out / "metrics.json").read_text())
+    assert [r.get("resumed") for r in taken["grid"]["runs"]] == [True, True]
+    assert_same_grid(taken, reference)
+    assert taken["metrics"] == pytest.approx(reference["metrics"])
+    assert (out / "dev_predictions.tsv").read_text() == \
+        (tmp_path / "rte" / "dev_predictions.tsv").read_text()
+    assert "its dev outputs are its restart's predictions" in (out / "run.log").read_text()
+
+
+def test_the_harness_keeps_finished_restarts_and_another_machine_goes_on_from_them(
+        world, tmp_path):
+    """reproduce.partial: a fine-tuning run stopped after its first restart has that
+    restart beside its record; with the work dir gone (another machine), the harness
+    adds it to the run's grid, the run trains only the second, and the finished record
+    names the restart it took and drops the kept copy."""
+    grid = ("--learning_rates", "1e-3,1e-4", "--no_test_predictions")
+    work, results = tmp_path / "work" / "rte", str(tmp_path / "results")
+    command = Run("t.finetune.rte", "finetune", "glue_suite.run",
+                  tuple(_argv(world, work, "rte", *grid)), str(work),
+                  cells=(Cell("table1", "BERT-BASE", "RTE", "accuracy"),),
+                  info={"task": "rte"})
+    plan = Plan("smoke", "cpu", {command.run_id: command}, data_dir=world[1])
+    kept = pathlib.Path(results) / "runs" / command.run_id / "partial"
+    first = work / "grid_progress" / "restarts" / "lr0.001-seed0" / "point.json"
+
+    def sigterm_after_the_first_restart():
+        deadline = time.time() + 300
+        while not first.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop_child)  # as reproduce.all installs it
+    try:
+        threading.Thread(target=sigterm_after_the_first_restart, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_plan(plan, results, world[1], echo=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    index = json.loads((kept / "partial.json").read_text())
+    assert list(index["restarts"]) == ["lr0.001-seed0"]
+    assert index["argv"][index["argv"].index("--data_dir") + 1] == "$BERT_DATA_DIR"
+    assert (kept / "restarts" / "lr0.001-seed0" / "dev_predictions.tsv").exists()
+    printed = io.StringIO()
+    partial.print_kept(plan, results, printed)  # under the printed plan
+    assert printed.getvalue().startswith(
+        "t.finetune.rte: 1 restart(s) done in earlier sittings (lr0.001-seed0; ")
+
+    shutil.rmtree(work)
+    assert run_plan(plan, results, world[1], echo=False) == {command.run_id: "finished"}
+    record = load_record(results, command.run_id)
+    assert list(record["adopted_restarts"]) == ["lr0.001-seed0"]
+    assert [bool(r.get("resumed")) for r in record["result"]["grid"]["runs"]] == [True, False]
+    assert sorted(os.listdir(kept.parent / "files" / "restarts")) == [
+        "lr0.0001-seed0", "lr0.001-seed0"]
+    assert not kept.exists()
 
 
 def test_regression_and_two_dev_sets(world, tmp_path):

@@ -13,6 +13,7 @@ from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
 from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS
 from reproduce.units import (SITTING_S, next_units, plan_units, print_units, speed_note,
+                             units_to_do,
                              unit_status)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +61,10 @@ def test_next_units_skip_done_units_and_bring_the_data_they_need():
     assert list(nxt.runs) == ["s.data.nsp", "s.data.heldout", "s.pretrain.mini",
                               "s.finetune.mini.mrpc"]
     assert len(next_units(plan, statuses, 3).runs) == 4 + 3 + 3
+    statuses.update({k: "finished" for k in units[1].run_ids + units[2].run_ids})
+    # Named as in the whole plan: the shipped checkpoint's second part is "part 2".
+    assert [u.name for u in units_to_do(plan, statuses, 1)] == [units[3].name] == [
+        "shipped checkpoint, fine-tuning part 2"]
 
 
 def test_the_units_say_what_the_estimates_mean_on_a_slower_machine():
