@@ -11,18 +11,16 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from glue_suite.tasks import TASKS
+from harness_helpers import run_plan_stopped_once
 from reproduce import all as harness
 from reproduce import paper_numbers as paper
 from reproduce import tables
@@ -37,7 +35,7 @@ from reproduce.models import parameters
 from reproduce.plan import Cell, Plan, Run
 from reproduce.records import load_record, record_path, write_record
 from reproduce.report import duration
-from reproduce.runner import run_plan, stop_child
+from reproduce.runner import run_plan
 from reproduce.scales import CPU, SCALES
 from reproduce.units import plan_units
 
@@ -437,21 +435,7 @@ def test_sigterm_stops_the_running_cli_which_says_where_and_a_rerun_resumes(fake
     CLI's last line, and the next invocation reruns it."""
     out = str(tmp_path / "results")
     plan = _fake_plan(tmp_path, {"a": "stoppable", "b": "ok"})
-    started = tmp_path / "work" / "a" / "started"
-
-    def sigterm_once_started():
-        deadline = time.time() + 60
-        while not started.exists() and time.time() < deadline:
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    previous = signal.signal(signal.SIGTERM, stop_child)  # as reproduce.all installs it
-    try:
-        threading.Thread(target=sigterm_once_started, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            run_plan(plan, out, str(tmp_path), echo=False)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    run_plan_stopped_once(tmp_path / "work" / "a" / "started", plan, out, str(tmp_path))
     record = load_record(out, "t.finetune.a")
     assert record["status"] == "failed" and record["returncode"] == 143
     assert record["reason"] == "exit 143: stopped by SIGTERM at step 3 of 9: checkpoint saved"

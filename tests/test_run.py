@@ -8,11 +8,8 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -24,10 +21,11 @@ from glue_suite import predictions
 from glue_suite.grid_progress import GridProgress, finished_point_dirs
 from glue_suite.predictions import read_tsv
 from glue_suite.tasks import TASKS
+from harness_helpers import run_plan_stopped_once
 from reproduce import partial, statistics
 from reproduce.plan import Cell, Plan, Run
 from reproduce.records import load_record
-from reproduce.runner import run_plan, stop_child
+from reproduce.runner import run_plan
 
 WORDS = ("the a dog cat man woman runs walks sees likes park house red blue big small "
          "yes no is was he she it paris london john mary france england in on to of").split()
@@ -436,20 +434,7 @@ def test_the_harness_keeps_finished_restarts_and_another_machine_goes_on_from_th
     plan = Plan("smoke", "cpu", {command.run_id: command}, data_dir=world[1])
     kept = pathlib.Path(results) / "runs" / command.run_id / "partial"
     first = work / "grid_progress" / "restarts" / "lr0.001-seed0" / "point.json"
-
-    def sigterm_after_the_first_restart():
-        deadline = time.time() + 300
-        while not first.exists() and time.time() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    previous = signal.signal(signal.SIGTERM, stop_child)  # as reproduce.all installs it
-    try:
-        threading.Thread(target=sigterm_after_the_first_restart, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            run_plan(plan, results, world[1], echo=False)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    run_plan_stopped_once(first, plan, results, world[1], timeout_s=300)
     index = json.loads((kept / "partial.json").read_text())
     assert list(index["restarts"]) == ["lr0.001-seed0"]
     assert index["argv"][index["argv"].index("--data_dir") + 1] == "$BERT_DATA_DIR"
