@@ -374,7 +374,8 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
     write_record(output_dir, record, plan.data_dir)
     _Files.makedirs(run.out_dir)
     log_path = os.path.join(record_dir, "log.txt")
-    returncode, adopted = _run_cli(run, plan, argv, output_dir, data_dir, echo)
+    returncode, adopted = _run_cli(run, plan, argv, load_record(output_dir, run.run_id),
+                                   log_path, data_dir, echo)
     record.update(returncode=returncode, ended=now(),
                   wall_seconds=round(time.time() - started, 1))
     tail = _tail(log_path)
@@ -398,17 +399,16 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
     return record
 
 
-def _run_cli(run: Run, plan: Plan, argv: tuple, output_dir: str, data_dir: str,
-             echo: bool) -> tuple:
-    """(exit status, restarts adopted) of the run's CLI, its record written as started.
-    A fine-tuning run first gets the restarts kept from earlier sittings, and keeps each
-    one it finishes beside its record as it goes (`reproduce.partial`; local runs)."""
-    record_dir = os.path.dirname(record_path(output_dir, run.run_id))
-    command = (run.module, argv, os.path.join(record_dir, "log.txt"), _child_env(data_dir),
-               echo, plan.data_dir)
+def _run_cli(run: Run, plan: Plan, argv: tuple, started: dict, log_path: str,
+             data_dir: str, echo: bool) -> tuple:
+    """(exit status, restarts adopted) of the run's CLI; `started`: its record as written
+    when it started (paths portable), log.txt beside it. A fine-tuning run first gets the
+    restarts kept from earlier sittings, and keeps each one it finishes beside its record
+    as it goes (`reproduce.partial`; local runs)."""
+    record_dir = os.path.dirname(log_path)
+    command = (run.module, argv, log_path, _child_env(data_dir), echo, plan.data_dir)
     if run.stage != "finetune" or files.is_remote(run.out_dir):
         return _stream(*command), {}
-    started = load_record(output_dir, run.run_id)  # as written: paths portable
     adopted = partial.adopt(run, argv, record_dir, started)
     saver = partial.Saver(run, record_dir, started)
     try:
