@@ -169,10 +169,12 @@ def main(argv=None) -> int:
     took = {k: records[k]["wall_seconds"] for k, status in statuses.items()
             if status == "finished" and records[k].get("wall_seconds") is not None}
     print_plan(plan, statuses, took)
-    partial.print_kept(plan, output_dir)
+    kept = partial.kept_restarts(plan, output_dir)
+    partial.print_kept(kept)
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
         from bert_tf.benchmark import matmul_peak_gflops  # TensorFlow: a second to import
-        print_units(plan, statuses, matmul_peak_gflops("float32", repeats=5))
+        print_units(plan, statuses, matmul_peak_gflops("float32", repeats=5),
+                    shares_done=partial.shares_done(plan, kept))
     if args.dry_run:
         print_costs(plan)
         return 0

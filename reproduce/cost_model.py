@@ -235,11 +235,16 @@ def _capped_sizes(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     return train_n, eval_n, test_n
 
 
+def grid_size(command: FinetuneCommand) -> int:
+    """The restarts (learning rates x seeds) the estimate of `command` counts."""
+    return len(command.learning_rates or DEFAULT_GRID) * command.seeds
+
+
 def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     """(runs in the grid, trained sequences, evaluated sequences), over the whole grid."""
     spec = get_task(command.task)
     train_n, eval_n, test_n = _capped_sizes(command, sizes)
-    grid = len(command.learning_rates or DEFAULT_GRID) * command.seeds
+    grid = grid_size(command)
     epochs = command.epochs or spec.hparams.epochs
     per_example = len(spec.labels) if spec.kind == MULTIPLE_CHOICE else 1
     trained = grid * epochs * train_n * per_example

@@ -28,6 +28,8 @@ from typing import Optional
 
 from bert_tf import files
 from bert_tf.cli import InputError
+from reproduce.commands import FinetuneCommand
+from reproduce.cost_model import grid_size
 from reproduce.plan import Plan, Run
 from reproduce.records import now, record_path, same_command_as
 
@@ -126,14 +128,30 @@ def adopt(run: Run, argv: list, record_dir: str, record: dict) -> dict:
     return added
 
 
-def print_kept(plan: Plan, output_dir: str, out=None) -> None:
-    """A line per run of the plan with restarts kept from earlier sittings."""
+def kept_restarts(plan: Plan, output_dir: str) -> dict:
+    """{run_id: names of its restarts kept from earlier sittings}, for the runs of the
+    plan that would take them (same command)."""
+    kept = {}
     for run in plan.runs.values():
-        kept = read(os.path.dirname(record_path(output_dir, run.run_id)))
-        if kept and same_command_as(run, kept, plan.data_dir):
-            print(f"{run.run_id}: {len(kept['restarts'])} restart(s) done in earlier "
-                  f"sittings ({', '.join(kept['restarts'])}; {PARTIAL}/ beside its record): "
-                  f"it trains the others", file=out or sys.stdout)
+        index = read(os.path.dirname(record_path(output_dir, run.run_id)))
+        if index and same_command_as(run, index, plan.data_dir):
+            kept[run.run_id] = list(index["restarts"])
+    return kept
+
+
+def shares_done(plan: Plan, kept: dict) -> dict:
+    """{run_id: the share of its estimate that its kept restarts did}, counted in the
+    restarts the estimate counts (`cost_model.grid_size`)."""
+    return {k: min(1.0, len(names) / grid_size(plan.runs[k].config))
+            for k, names in kept.items() if isinstance(plan.runs[k].config, FinetuneCommand)}
+
+
+def print_kept(kept: dict, out=None) -> None:
+    """A line per run with restarts kept from earlier sittings (`kept_restarts`)."""
+    for run_id, names in kept.items():
+        print(f"{run_id}: {len(names)} restart(s) done in earlier sittings "
+              f"({', '.join(names)}; {PARTIAL}/ beside its record): it trains the others",
+              file=out or sys.stdout)
 
 
 def remove(record_dir: str) -> None:

@@ -80,9 +80,11 @@ def next_units(plan: Plan, statuses: dict, count: int) -> Plan:
 
 
 def print_units(plan: Plan, statuses: dict, peak_gflops: Optional[float] = None,
-                out=None) -> None:
+                out=None, shares_done: Optional[dict] = None) -> None:
     """One line per unit: status, estimate, runs; then the total and, given this
-    machine's float32 matmul peak, what the estimates mean here (`speed_note`)."""
+    machine's float32 matmul peak, what the estimates mean here (`speed_note`).
+    `shares_done`: {run_id: share of its estimate already done} of unfinished runs that
+    go on from kept work (`reproduce.partial.shares_done`); what is left counts the rest."""
     out = out or sys.stdout
     units = plan_units(plan)
     print(f"Units (one sitting each, at most {duration(SITTING_S)} where the estimate "
@@ -93,6 +95,9 @@ def print_units(plan: Plan, statuses: dict, peak_gflops: Optional[float] = None,
               f"{unit.name} ({len(unit.run_ids)} runs){over}", file=out)
     remaining = [u for u in units if unit_status(u, statuses) != "done"]
     left = _estimate(plan, [k for u in remaining for k in u.run_ids if statuses[k] not in DONE])
+    if left is not None:
+        left -= sum(plan.runs[k].estimate_s * share for k, share in (shares_done or {}).items()
+                    if statuses[k] not in DONE)
     print(f"Total: {len(units)} units, estimated {duration(_estimate(plan, list(plan.runs)))}; "
           f"{len(remaining)} not done, estimated {duration(left)}.", file=out)
     if peak_gflops:

@@ -440,7 +440,8 @@ def test_the_harness_keeps_finished_restarts_and_another_machine_goes_on_from_th
     assert index["argv"][index["argv"].index("--data_dir") + 1] == "$BERT_DATA_DIR"
     assert (kept / "restarts" / "lr0.001-seed0" / "dev_predictions.tsv").exists()
     printed = io.StringIO()
-    partial.print_kept(plan, results, printed)  # under the printed plan
+    kept_names = partial.kept_restarts(plan, results)
+    partial.print_kept(kept_names, printed)  # under the printed plan
     assert printed.getvalue().startswith(
         "t.finetune.rte: 1 restart(s) done in earlier sittings (lr0.001-seed0; ")
 

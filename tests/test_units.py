@@ -7,11 +7,12 @@ import json
 import os
 import shutil
 
-from reproduce.commands import DataCommand
+from reproduce.commands import DataCommand, Distribution, FinetuneCommand
 from reproduce.plan import Plan, Run
 from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
 from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS
+from reproduce.partial import shares_done
 from reproduce.units import (SITTING_S, next_units, plan_units, print_units, speed_note,
                              units_to_do,
                              unit_status)
@@ -82,6 +83,27 @@ def test_the_units_say_what_the_estimates_mean_on_a_slower_machine():
         f"against {CPU_FLOAT32_MATMUL_PEAK_GFLOPS:.0f} where the estimates were measured.")
     assert speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 2, total).endswith(
         "expect ~0.5x the estimated times; what is not done: ~4h11 here.")
+
+
+def test_what_is_left_leaves_out_the_share_of_a_run_done_in_earlier_sittings():
+    plan = toy_plan()
+    statuses = {k: "finished" for k in plan.runs}
+    statuses["s.finetune.default.t6"] = "changed"  # 2,400 s, a third of it kept
+    out = io.StringIO()
+    print_units(plan, statuses, out=out, shares_done={"s.finetune.default.t6": 1 / 3,
+                                                        "s.finetune.default.t5": 1 / 3})
+    assert out.getvalue().splitlines()[-1].endswith("1 not done, estimated 27m.")
+
+
+def test_the_share_done_counts_the_restarts_the_estimate_counts():
+    command = FinetuneCommand(task="rte", data_dir="d", output_dir="o", cache_dir="c",
+                              distribution=Distribution("cpu"), seeds=3,
+                              learning_rates=(1e-4, 3e-4))
+    plan = Plan("s", "cpu", {"s.rte": Run("s.rte", "finetune", command.MODULE,
+                                          command.argv(), "o", config=command),
+                             "s.data": _run("s.data", "data")})
+    kept = {"s.rte": ["lr0.0001-seed0", "lr0.0003-seed0"], "s.data": ["x"]}
+    assert shares_done(plan, kept) == {"s.rte": 2 / 6}  # a data run keeps no restarts
 
 
 def test_missing_outputs_of_finished_runs_are_remade_where_an_unfinished_run_reads_them(
