@@ -45,6 +45,11 @@ trial() {  # name batch learning_rate steps warmup seq size mask
 # half as much: does the plateau break after as many steps (then 100 minutes buy twice the
 # steps after it) or after as many tokens? Its steps are the 1.92M sequences that the first
 # seq-64 trial was given (README.md, "Sequence length 64 at the recipe's rate").
+# The b16_* trials: batch 16 at 1e-3 has the recipe's rate per sequence (linear scaling:
+# batch 32 at 2e-3 followed batch 64 at 4e-3) with the step size that kept 100/0/0 alive.
+# Which does the collapse follow, the step size or the rate per sequence (mask100_b16_lr1e-3,
+# ~10 minutes), and does the plateau break where 4e-3's did, by ~400k sequences
+# (b16_lr1e-3)? Warmup: the recipe's 19k sequences.
 # name              batch lr    steps  warmup seq size mask
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -61,6 +66,8 @@ mask100_b64_lr4e-3_w1500 64 4e-3 15000 1500   128 tiny 100-0-0
 b64_lr1.5e-3        64    1.5e-3 15000 300    128 tiny 80-10-10
 mask100_b64_lr1.5e-3 64   1.5e-3 15000 300    128 tiny 100-0-0
 seq64_b64_lr4e-3    64    4e-3  30000  300    64  tiny 80-10-10
+mask100_b16_lr1e-3  16    1e-3  60000  1200   128 tiny 100-0-0
+b16_lr1e-3          16    1e-3  60000  1200   128 tiny 80-10-10
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask; do
   [ -n "$name" ] || continue
