@@ -15,7 +15,7 @@ exists, from tensorflow-datasets, which downloads GLUE, SQuAD and CoNLL-2003 on 
 use: glue_suite.data_dir.resolve_source) and uses the paper's hyperparameters for the
 task (glue_suite.tasks.TASKS): for GLUE, batch 32, 3 epochs and the learning rate
 picked on dev from 5e-5, 4e-5, 3e-5, 2e-5 for Base and Large checkpoints, from 1e-4,
-5e-5, 3e-5 for smaller ones such as the default (glue_suite.run_config.with_default_grid).
+5e-5, 3e-5 for smaller ones such as the default (glue_suite.tasks.default_learning_rates).
 
 Writes to --output_dir (default runs/<task>):
   metrics.json               task, metrics (best run on dev), config (RunConfig, with its

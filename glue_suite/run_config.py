@@ -15,7 +15,7 @@ from glue_suite import finetune, scoring
 from glue_suite.batching import XLA_LENGTH_MULTIPLE
 from glue_suite.data_dir import resolve_source
 from glue_suite.export import check_exportable
-from glue_suite.tasks import TOKEN, TaskSpec, get_task
+from glue_suite.tasks import TOKEN, TaskSpec, default_learning_rates, get_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,30 +77,12 @@ class RunConfig:
         return dataclasses.replace(self.train, learning_rate=learning_rate, seed=seed)
 
 
-# The paper's grid (Section 4.1: 5e-5 ... 2e-5) is for BERT-Base and Large. Smaller BERTs
-# want larger rates: Turc et al. 2019 ("Well-Read Students Learn Better", the 24 small
-# BERTs of google-research/bert) pick from 3e-4, 1e-4, 5e-5, 3e-5 (and 4 epochs; we keep
-# the task's). Their 3e-4 is left out: on the default checkpoint (MiniLM, H=384) RTE
-# already fell under the majority class at 2e-4 (dev accuracy 52.5 +- 1.3 over 2 seeds,
-# against 57.4 +- 1.0 at 1e-4 and 56.3 +- 0.5 at 5e-5; results/glue_suite/README.md).
-SMALL_MODEL_LEARNING_RATES = (1e-4, 5e-5, 3e-5)
-BASE_HIDDEN_SIZE = 768  # smaller hidden sizes get SMALL_MODEL_LEARNING_RATES
-
-
 def with_default_grid(config: "RunConfig", hidden_size: int) -> "RunConfig":
     """`config` with the learning-rate grid for a checkpoint of `hidden_size` where
-    --learning_rates left it unset: the task's (the paper's) for Base and Large; for
-    smaller models SMALL_MODEL_LEARNING_RATES where the task searches a grid (tasks with
-    one fixed rate, SQuAD and SWAG, keep it)."""
+    --learning_rates left it unset (`tasks.default_learning_rates`)."""
     if config.learning_rates is not None:
         return config
-    task_rates = get_task(config.task).hparams.learning_rates
-    if hidden_size >= BASE_HIDDEN_SIZE or len(task_rates) == 1:
-        rates, why = task_rates, f"the task's (the paper's), hidden size {hidden_size}"
-    else:
-        rates, why = SMALL_MODEL_LEARNING_RATES, (
-            f"small-BERT grid (Turc et al. 2019, without 3e-4): hidden size {hidden_size} "
-            f"< {BASE_HIDDEN_SIZE}")
+    rates, why = default_learning_rates(get_task(config.task), hidden_size)
     return dataclasses.replace(config, learning_rates=rates, learning_rate_grid=why)
 
 

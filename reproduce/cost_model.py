@@ -16,8 +16,7 @@ import math
 from typing import NamedTuple, Optional
 
 from bert_tf import provenance
-from glue_suite.tasks import MULTIPLE_CHOICE, TaskSizes, get_task
-from reproduce import paper_numbers as paper
+from glue_suite.tasks import MULTIPLE_CHOICE, TaskSizes, default_learning_rates, get_task
 from reproduce.commands import FinetuneCommand, PretrainCommand
 from reproduce.models import parameters, shape
 
@@ -87,9 +86,6 @@ _TPU_BASE_EXAMPLES_PER_S = 1e6 * 256 / (4 * 86400)
 CPU_DATA_BYTES_PER_S = 1.3e6   # create_pretraining_data, one worker, measured here
 DATA_STARTUP_S = 15.0          # create_pretraining_data: vocabulary, worker processes
 STARTUP_S = 30.0               # TensorFlow import, model build, featurization cache
-# Fine-tuning estimates assume the paper's GLUE grid wherever a run leaves the grid to
-# the task's default.
-DEFAULT_GRID = paper.FINETUNING["glue"]["learning_rates"]
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -235,16 +231,20 @@ def _capped_sizes(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     return train_n, eval_n, test_n
 
 
-def grid_size(command: FinetuneCommand) -> int:
-    """The restarts (learning rates x seeds) the estimate of `command` counts."""
-    return len(command.learning_rates or DEFAULT_GRID) * command.seeds
+def grid_size(command: FinetuneCommand, size: Optional[str]) -> int:
+    """The restarts (learning rates x seeds) the estimate of `command` on the model of
+    `size` counts: where it names no rates, the grid glue_suite.run picks for the model."""
+    rates = command.learning_rates or default_learning_rates(get_task(command.task),
+                                                             shape(size)[1])[0]
+    return len(rates) * command.seeds
 
 
-def _finetune_sequences(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
+def _finetune_sequences(command: FinetuneCommand, size: Optional[str],
+                        sizes: TaskSizes) -> tuple:
     """(runs in the grid, trained sequences, evaluated sequences), over the whole grid."""
     spec = get_task(command.task)
     train_n, eval_n, test_n = _capped_sizes(command, sizes)
-    grid = grid_size(command)
+    grid = grid_size(command, size)
     epochs = command.epochs or spec.hparams.epochs
     per_example = len(spec.labels) if spec.kind == MULTIPLE_CHOICE else 1
     trained = grid * epochs * train_n * per_example
@@ -285,7 +285,7 @@ def finetune_seconds(command: FinetuneCommand, size: Optional[str], sizes: TaskS
     strategy = command.distribution.strategy
     spec = get_task(command.task)
     seq = BUCKETED_TOKENS.get(command.task, spec.hparams.max_seq_length)
-    grid, trained, evaluated = _finetune_sequences(command, sizes)
+    grid, trained, evaluated = _finetune_sequences(command, size, sizes)
     hidden = shape(size)[1]
     if strategy == "cpu":
         train_s = cpu_training_seconds(trained, size, seq,
@@ -307,7 +307,7 @@ def feature_based_seconds(command: FinetuneCommand, size: Optional[str], sizes: 
     """A frozen encoder's pass over every row once (unless cached), then a BiLSTM
     trained from scratch on the sentences' pieces, and its predictions."""
     strategy = command.distribution.strategy
-    grid, trained, evaluated = _finetune_sequences(command, sizes)
+    grid, trained, evaluated = _finetune_sequences(command, size, sizes)
     rows = sum(_capped_sizes(command, sizes))
     hidden = shape(size)[1]
     width = 4 * hidden if command.feature_mode == "concat_last_four" else hidden

@@ -142,8 +142,14 @@ def kept_restarts(plan: Plan, output_dir: str) -> dict:
 def shares_done(plan: Plan, kept: dict) -> dict:
     """{run_id: the share of its estimate that its kept restarts did}, counted in the
     restarts the estimate counts (`cost_model.grid_size`)."""
-    return {k: min(1.0, len(names) / grid_size(plan.runs[k].config))
+    return {k: min(1.0, len(names) / grid_size(plan.runs[k].config, _model_size(plan.runs[k])))
             for k, names in kept.items() if isinstance(plan.runs[k].config, FinetuneCommand)}
+
+
+def _model_size(run: Run) -> Optional[str]:
+    """The size of the model `run` fine-tunes; None (the shipped checkpoint) where a
+    hand-made run names no model."""
+    return run.info.get("model", {}).get("size")
 
 
 def print_kept(kept: dict, out=None) -> None:

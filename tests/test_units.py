@@ -7,11 +7,13 @@ import json
 import os
 import shutil
 
+import pytest
+
 from reproduce.commands import DataCommand, Distribution, FinetuneCommand
 from reproduce.plan import Plan, Run
 from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
-from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS
+from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS, grid_size
 from reproduce.partial import shares_done
 from reproduce.units import (SITTING_S, next_units, plan_units, print_units, speed_note,
                              units_to_do,
@@ -104,6 +106,20 @@ def test_the_share_done_counts_the_restarts_the_estimate_counts():
                              "s.data": _run("s.data", "data")})
     kept = {"s.rte": ["lr0.0001-seed0", "lr0.0003-seed0"], "s.data": ["x"]}
     assert shares_done(plan, kept) == {"s.rte": 2 / 6}  # a data run keeps no restarts
+
+
+@pytest.mark.parametrize("task, size, grid", [
+    ("rte", "base", 4),    # the paper's grid, 5e-5 .. 2e-5
+    ("rte", "tiny", 3),    # the small-BERT grid glue_suite.run picks below Base
+    ("rte", None, 3),      # the shipped checkpoint (MiniLM, H=384) is small too
+    ("squad1.1", "base", 1)])  # one fixed rate
+def test_a_command_without_rates_is_counted_on_the_grid_glue_suite_picks(task, size, grid):
+    command = FinetuneCommand(task=task, data_dir="d", output_dir="o", cache_dir="c",
+                              distribution=Distribution("cpu"), seeds=2)
+    plan = Plan("s", "cpu", {"s.t": Run("s.t", "finetune", command.MODULE, command.argv(),
+                                        "o", config=command, info={"model": {"size": size}})})
+    assert grid_size(command, size) == 2 * grid
+    assert shares_done(plan, {"s.t": ["lr5e-05-seed0"]}) == {"s.t": 1 / (2 * grid)}
 
 
 def test_missing_outputs_of_finished_runs_are_remade_where_an_unfinished_run_reads_them(
