@@ -31,9 +31,10 @@ import os
 import shutil
 from typing import Optional
 
-from glue_suite.tasks import get_task
+from glue_suite.tasks import default_learning_rates, get_task
 from reproduce import cost_model
 from reproduce.commands import DataCommand, FinetuneCommand, PretrainCommand
+from reproduce.models import shape
 from reproduce.plan import Plan, Run
 
 OUTPUT_DIR = os.path.join("runs", "rehearsal", "results")
@@ -60,15 +61,17 @@ def _capped_steps(config: PretrainCommand) -> dict:
                 export_steps=exports)
 
 
-def _caps(config, exports: dict) -> dict:
-    """The capped fields of a typed command; `exports`: planned export dir -> the
+def _caps(run: Run, exports: dict) -> dict:
+    """The capped fields of `run`'s typed command; `exports`: planned export dir -> the
     rehearsal's (a Figure 5 fine-tuning reads the export at the scaled step)."""
+    config = run.config
     if isinstance(config, DataCommand):
         return DATA_CAPS
     if isinstance(config, PretrainCommand):
         return {**PRETRAIN_CAPS, **_capped_steps(config)}
     if isinstance(config, FinetuneCommand):
-        grid = config.learning_rates or get_task(config.task).hparams.learning_rates
+        grid = config.learning_rates or default_learning_rates(
+            get_task(config.task), shape(run.info["model"].get("size"))[1])[0]
         checkpoint = exports.get(config.init_checkpoint, config.init_checkpoint)
         return {**FINETUNE_CAPS, "learning_rates": grid[:1], "init_checkpoint": checkpoint}
     raise TypeError(f"cannot rehearse {type(config).__name__}")
@@ -85,7 +88,7 @@ def rehearse(run: Run, exports: Optional[dict] = None) -> Run:
     `exports`: the export dirs that capped pretraining runs renamed (`rehearse_plan`)."""
     if run.config is None:
         raise ValueError(f"{run.run_id}: no typed command to cap")
-    caps = {k: v for k, v in _caps(run.config, exports or {}).items()
+    caps = {k: v for k, v in _caps(run, exports or {}).items()
             if getattr(run.config, k) != v}
     capped = dataclasses.replace(run.config, **caps)
     changes = {k: (getattr(run.config, k), getattr(capped, k)) for k in caps}

@@ -12,8 +12,9 @@ import pytest
 
 from reproduce import all as harness
 from reproduce import rehearsal
-from reproduce.commands import STRATEGIES
+from reproduce.commands import STRATEGIES, Distribution, FinetuneCommand
 from reproduce.experiments import TABLES, build_plan
+from reproduce.plan import Run
 from reproduce.records import base_record, load_record
 from reproduce.scales import SCALES
 
@@ -73,6 +74,16 @@ def test_rehearsal_caps_only_the_budget(fake_data, tmp_path):
     large = rehearsed.runs["paper.pretrain.large-nsp"].config
     assert (large.config, large.phase2_seq_length, large.num_train_steps) == ("large", 512, 6)
     assert round(large.num_train_steps * large.phase2_fraction) >= 1
+
+
+@pytest.mark.parametrize("size, rate", [("base", 5e-5), ("tiny", 1e-4)])
+def test_a_rehearsal_without_named_rates_runs_the_first_of_the_grid_glue_suite_picks(
+        size, rate):
+    command = FinetuneCommand(task="rte", data_dir="d", output_dir="o", cache_dir="c",
+                              distribution=Distribution("cpu"), seeds=3)
+    run = Run("x", "finetune", command.MODULE, command.argv(), "o", config=command,
+              info={"task": "rte", "model": {"size": size}, "bilstm_units": None})
+    assert rehearsal.rehearse(run).config.learning_rates == (rate,)
 
 
 def test_figure5_exports_scale_with_the_capped_steps(fake_data, tmp_path):
