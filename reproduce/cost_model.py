@@ -231,12 +231,17 @@ def _capped_sizes(command: FinetuneCommand, sizes: TaskSizes) -> tuple:
     return train_n, eval_n, test_n
 
 
+def searched_learning_rates(command: FinetuneCommand, size: Optional[str]) -> tuple:
+    """The rates `command` searches on the model of `size`: its own, else the grid
+    glue_suite.run picks for the model."""
+    return command.learning_rates or default_learning_rates(get_task(command.task),
+                                                            shape(size)[1])[0]
+
+
 def grid_size(command: FinetuneCommand, size: Optional[str]) -> int:
     """The restarts (learning rates x seeds) the estimate of `command` on the model of
-    `size` counts: where it names no rates, the grid glue_suite.run picks for the model."""
-    rates = command.learning_rates or default_learning_rates(get_task(command.task),
-                                                             shape(size)[1])[0]
-    return len(rates) * command.seeds
+    `size` counts."""
+    return len(searched_learning_rates(command, size)) * command.seeds
 
 
 def _finetune_sequences(command: FinetuneCommand, size: Optional[str],

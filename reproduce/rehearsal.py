@@ -31,10 +31,9 @@ import os
 import shutil
 from typing import Optional
 
-from glue_suite.tasks import default_learning_rates, get_task
+from glue_suite.tasks import get_task
 from reproduce import cost_model
 from reproduce.commands import DataCommand, FinetuneCommand, PretrainCommand
-from reproduce.models import shape
 from reproduce.plan import Plan, Run
 
 OUTPUT_DIR = os.path.join("runs", "rehearsal", "results")
@@ -70,8 +69,7 @@ def _caps(run: Run, exports: dict) -> dict:
     if isinstance(config, PretrainCommand):
         return {**PRETRAIN_CAPS, **_capped_steps(config)}
     if isinstance(config, FinetuneCommand):
-        grid = config.learning_rates or default_learning_rates(
-            get_task(config.task), shape(run.info["model"].get("size"))[1])[0]
+        grid = cost_model.searched_learning_rates(config, run.info["model"].get("size"))
         checkpoint = exports.get(config.init_checkpoint, config.init_checkpoint)
         return {**FINETUNE_CAPS, "learning_rates": grid[:1], "init_checkpoint": checkpoint}
     raise TypeError(f"cannot rehearse {type(config).__name__}")
