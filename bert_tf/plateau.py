@@ -8,6 +8,12 @@ the input hides is still above their unigram entropy after `plateau_check_steps`
 most likely stuck (learning rate too low for the model size, too few steps, broken
 inputs), and `pretrain` says so in its log and in eval_results.json.
 
+`--output_bias_init unigram` starts the LM head's output bias at the log frequencies of
+the targets (`unigram_log_probs`), the usual "last layer's bias at the base rate", so the
+model sits on the plateau at step 0 instead of reaching it through its weights. On
+BERT-Tiny that saved the first few hundred steps and did not bring the way off the plateau
+any closer (results/pretraining/recipe_search/README.md).
+
 The hidden targets, not all of them: under 80/10/10 masking a model that copies the 10%
 of targets left unchanged gets below the entropy over all targets while it still
 ignores the context (`pretraining_model.hidden_targets`; BERT-Tiny's cpu run did, from
@@ -22,9 +28,9 @@ import tensorflow as tf
 from bert_tf.pretraining_model import hidden_targets, prediction_targets
 
 
-def unigram_entropy(batches, objective: str, vocab_size: int) -> float:
-    """The entropy (nats) of the tokens the LM head is asked for in `batches` and the
-    input hides.
+def target_counts(batches, objective: str, vocab_size: int) -> np.ndarray:
+    """How often each id is a target the LM head is asked for in `batches` and the input
+    hides: int64 [vocab_size].
 
     Args:
         batches: iterable of record batches (`make_pretraining_dataset`, after dynamic
@@ -40,11 +46,21 @@ def unigram_entropy(batches, objective: str, vocab_size: int) -> float:
         hidden = hidden_targets(batch, positions, labels, weights, objective)
         labels = tf.boolean_mask(labels, tf.cast(hidden, tf.bool))
         counts += np.bincount(labels.numpy().astype(np.int64), minlength=vocab_size)
-    total = counts.sum()
-    if total == 0:
+    if counts.sum() == 0:
         raise ValueError("no prediction targets in the records")
-    p = counts[counts > 0] / total
+    return counts
+
+
+def unigram_entropy(counts: np.ndarray) -> float:
+    """The entropy (nats) of the distribution that `counts` (`target_counts`) sample."""
+    p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
+
+
+def unigram_log_probs(counts: np.ndarray) -> np.ndarray:
+    """log p(id) from `counts`, add-one smoothed (ids never seen get ~log 1/N, not -inf):
+    float32 [vocab_size], the LM head's output bias that predicts the unigram plateau."""
+    return np.log((counts + 1) / (counts.sum() + len(counts))).astype(np.float32)
 
 
 def plateau_message(step: int, mlm_loss: float, entropy: float) -> str:

@@ -54,7 +54,7 @@ from bert_tf.config import SIZES
 from bert_tf.files import write_json
 from bert_tf.init_checkpoint import describe
 from bert_tf.optimization import OPTIMIZERS
-from bert_tf.pretrain_config import PRECISIONS, PretrainConfig
+from bert_tf.pretrain_config import OUTPUT_BIAS_INITS, PRECISIONS, PretrainConfig
 from bert_tf.pretraining_dataset import check_records
 from bert_tf.pretraining_instances import OBJECTIVES
 from bert_tf.trainer import Trainer, TrainingStopped
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "sequence, at positions drawn anew each read (default 0: every "
                         "position, as the paper)")
     for name in ("phase2_fraction", "learning_rate", "weight_decay", "clip_norm",
-                 "masked_lm_prob"):
+                 "adam_beta2", "masked_lm_prob"):
         p.add_argument(f"--{name}", type=float, default=defaults[name])
     p.add_argument("--dropout", type=float, default=None,
                    help="both dropout rates (default: the model size's, 0.1)")
@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_files", help="held-out TFRecord globs (phase-1 shape)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--precision", choices=PRECISIONS, default="float32")
+    p.add_argument("--output_bias_init", choices=OUTPUT_BIAS_INITS, default="zeros",
+                   help="the LM head's output bias at step 0: zeros (BERT) or unigram (the "
+                        "log frequencies of the training targets)")
     p.add_argument("--jit_compile", action="store_true")
     p.add_argument("--dynamic_masking", action="store_true",
                    help="mask each batch anew (records written with --dynamic_masking)")

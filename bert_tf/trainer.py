@@ -41,7 +41,7 @@ from bert_tf.files import write_json, write_text
 from bert_tf.init_checkpoint import read_init_checkpoint
 from bert_tf.metrics_log import MetricsLog, format_metrics
 from bert_tf.optimization import create_optimizer
-from bert_tf.plateau import plateau_message, unigram_entropy
+from bert_tf.plateau import plateau_message, target_counts, unigram_entropy, unigram_log_probs
 from bert_tf.pretrain_config import PretrainConfig
 from bert_tf.pretraining_dataset import make_pretraining_dataset
 from bert_tf.pretraining_model import (SUM_KEYS, BertPretrainer, mean_metrics,
@@ -101,7 +101,8 @@ class Trainer:
             # global_clipnorm would clip each replica's partial gradient instead.
             optimizer = create_optimizer(
                 config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-                weight_decay=config.weight_decay, optimizer=config.optimizer)
+                weight_decay=config.weight_decay, beta_2=config.adam_beta2,
+                optimizer=config.optimizer)
             if config.precision == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -281,6 +282,9 @@ class Trainer:
             self._enter_phase(1)
             if self.init is not None:  # the encoder, and the heads the checkpoint has
                 assign_weights(self.model.heads(), self.init.weights, heads=self.init.heads)
+            if self.config.output_bias_init == "unigram" and not (
+                    self.init is not None and "mlm" in self.init.heads):
+                self.model.mlm.output_bias.assign(unigram_log_probs(self._target_counts()))
             return 0
         step = int(tf.train.load_checkpoint(latest).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
         self._enter_phase(self.config.phase_of(step))
@@ -454,8 +458,17 @@ class Trainer:
 
     def _check_plateau(self, step: int, mlm_loss: float, log) -> None:
         """Compares the training masked-LM loss on the hidden targets with their unigram
-        entropy in the first ~50k phase-1 records (as masked for training); warns if it
-        is not below (`bert_tf.plateau`)."""
+        entropy; warns if it is not below (`bert_tf.plateau`)."""
+        entropy = unigram_entropy(self._target_counts())
+        stuck = mlm_loss >= entropy
+        self.plateau = {"unigram_entropy": entropy, "plateau_check_step": step,
+                        "plateau_warning": stuck}
+        if stuck:
+            log(plateau_message(step, mlm_loss, entropy))
+
+    def _target_counts(self) -> np.ndarray:
+        """Each id's count among the hidden targets of the first ~50k phase-1 records, as
+        masked for training (`plateau.target_counts`)."""
         config = self.config
         predictions = config.max_predictions_per_seq
         batches = make_pretraining_dataset(
@@ -463,12 +476,7 @@ class Trainer:
             predictions, is_training=False, seed=config.seed,
             batch_transform=self._masking(predictions))
         batches = batches.take(max(1, _ENTROPY_RECORDS // config.global_batch_size))
-        entropy = unigram_entropy(batches, config.objective, self.tokenizer.vocab_size)
-        stuck = mlm_loss >= entropy
-        self.plateau = {"unigram_entropy": entropy, "plateau_check_step": step,
-                        "plateau_warning": stuck}
-        if stuck:
-            log(plateau_message(step, mlm_loss, entropy))
+        return target_counts(batches, config.objective, self.tokenizer.vocab_size)
 
     def _finish(self, step: int, train_metrics: dict, eval_metrics: dict | None,
                 metrics_log: MetricsLog) -> dict:

@@ -37,7 +37,7 @@ from bert_tf.checkpoints import read_checkpoint  # noqa: E402
 from bert_tf.cli import StopSignals  # noqa: E402
 from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
 from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
-from bert_tf.plateau import unigram_entropy  # noqa: E402
+from bert_tf.plateau import target_counts, unigram_entropy  # noqa: E402
 from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset  # noqa: E402
 from bert_tf.pretraining_instances import Instance  # noqa: E402
 from bert_tf.pretraining_model import mean_metrics  # noqa: E402
@@ -197,8 +197,8 @@ def test_training_learns_and_writes_metrics_tensorboard_and_export(full_run):
     assert len(glob.glob(os.path.join(config.model_dir, "checkpoints", "ckpt-*.index"))) == 3
 
 
-def records_unigram_entropy(files, objective):
-    """scipy's entropy of the LM targets the input hides (masked LM: not the token at
+def records_target_counts(files, objective):
+    """How often each id is an LM target the input hides (masked LM: not the token at
     the target's position), read from the records with tf.train.Example."""
     counts = np.zeros(VOCAB_SIZE)
     for path in files:
@@ -214,16 +214,78 @@ def records_unigram_entropy(files, objective):
                                                 f["masked_lm_weights"].float_list.value)
                            if w and ids[p] != t]
             np.add.at(counts, targets, 1)
-    return scipy.stats.entropy(counts)
+    return counts
+
+
+def records_unigram_entropy(files, objective):
+    """scipy's entropy of the LM targets the input hides."""
+    return scipy.stats.entropy(records_target_counts(files, objective))
 
 
 @pytest.mark.parametrize("objective", ["nsp", "ltr"])
 def test_unigram_entropy_of_the_records(data, objective):
     files = sorted(glob.glob(f"{data}/train-*"))
     batches = make_pretraining_dataset(",".join(files), 8, T, P, is_training=False)
-    entropy = unigram_entropy(batches, objective, VOCAB_SIZE)
+    entropy = unigram_entropy(target_counts(batches, objective, VOCAB_SIZE))
     # 400 records in batches of 8: drop_remainder drops none.
     np.testing.assert_allclose(entropy, records_unigram_entropy(files, objective), rtol=1e-9)
+
+
+@pytest.mark.parametrize("objective", ["nsp", "ltr"])
+def test_output_bias_starts_at_the_log_frequencies_of_the_targets(data, tmp_path, objective):
+    """--output_bias_init unigram: at step 0 the LM head's bias is each id's add-one
+    smoothed log frequency among the training records' hidden targets, so the untrained
+    model already predicts the unigram plateau: its held-out loss is the cross-entropy of
+    the held-out targets under those frequencies, not ln V."""
+    counts = records_target_counts(sorted(glob.glob(f"{data}/train-*")), objective)
+    log_q = np.log((counts + 1) / (counts.sum() + VOCAB_SIZE))
+    config = make_config(data, tmp_path, objective=objective, output_bias_init="unigram",
+                         eval_files=f"{data}/eval.tfrecord", eval_steps=0)
+    trainer = Trainer(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert trainer.restore() == 0
+    np.testing.assert_allclose(trainer.model.mlm.output_bias.numpy(), log_q, rtol=1e-5)
+
+    heldout = records_target_counts([f"{data}/eval.tfrecord"], objective)
+    cross_entropy = -(heldout * log_q).sum() / heldout.sum()
+    # The random encoder adds logits of std ~0.02 * sqrt(H) = 0.23 to the bias: ~0.03 nats.
+    loss = trainer.evaluate()["mlm_loss"]
+    assert abs(loss - cross_entropy) < 0.1 < np.log(VOCAB_SIZE) - cross_entropy - 0.1, (
+        loss, cross_entropy)
+
+
+def test_a_zero_bias_start_and_beta2_are_the_papers_unless_asked(data, tmp_path):
+    """By default the LM head's bias starts at 0 and Adam's beta2 is 0.999 (the paper's);
+    --adam_beta2 reaches the optimizer; both flags are checked."""
+    default = Trainer(make_config(data, tmp_path / "default"),
+                      tf.distribute.OneDeviceStrategy("/cpu:0"))
+    default.restore()
+    assert not default.model.mlm.output_bias.numpy().any()
+    assert float(default.optimizer.beta_2) == 0.999
+    config = make_config(data, tmp_path / "roberta", adam_beta2=0.98)
+    roberta = Trainer(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert float(roberta.optimizer.beta_2) == 0.98
+    args = cli_args(config) + ["--adam_beta2", "0.98", "--output_bias_init", "unigram"]
+    parsed = build_parser().parse_args(args)
+    assert (parsed.adam_beta2, parsed.output_bias_init) == (0.98, "unigram")
+    with pytest.raises(ValueError, match="adam_beta2"):
+        make_config(data, tmp_path, adam_beta2=1.0)
+    with pytest.raises(ValueError, match="output_bias_init"):
+        make_config(data, tmp_path, output_bias_init="log")
+
+
+def test_a_head_from_the_init_checkpoint_keeps_its_output_bias(full_run, tmp_path):
+    """--output_bias_init unigram starts fresh heads only: an --init_checkpoint with an
+    MLM head brings its own trained bias."""
+    config, _ = full_run
+    export = os.path.join(config.model_dir, "export")
+    continued = PretrainConfig(None, "nsp", config.train_files, None, str(tmp_path),
+                               init_checkpoint=export, output_bias_init="unigram",
+                               num_train_steps=2, num_warmup_steps=1, max_seq_length=T,
+                               max_predictions_per_seq=P)
+    trainer = Trainer(continued, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert trainer.restore() == 0
+    np.testing.assert_array_equal(trainer.model.mlm.output_bias.numpy(),
+                                  read_checkpoint(export, heads=True).weights["mlm.output_bias"])
 
 
 def test_plateau_check(full_run, data, tmp_path):

@@ -20,8 +20,8 @@ TRIAL_SECONDS=${TRIAL_SECONDS:-540}
 OUT=${OUT:-runs/recipe}
 PRECISION=${PRECISION:-mixed_bfloat16}
 
-trial() {  # name batch learning_rate steps warmup seq size mask
-  name=$1 batch=$2 lr=$3 steps=$4 warmup=$5 seq=$6 size=$7 mask=$8
+trial() {  # name batch learning_rate steps warmup seq size mask [flags]
+  name=$1 batch=$2 lr=$3 steps=$4 warmup=$5 seq=$6 size=$7 mask=$8 flags=$9
   predictions=$(( seq == 64 ? 10 : 20 ))
   train=train$seq$([ "$mask" = 80-10-10 ] || echo "-mask$mask")
   timeout "$TRIAL_SECONDS" python -m bert_tf.pretrain --config "$size" --objective nsp \
@@ -31,7 +31,7 @@ trial() {  # name batch learning_rate steps warmup seq size mask
     --max_seq_length "$seq" --max_predictions_per_seq "$predictions" \
     --precision "$PRECISION" --eval_steps $((2560 / batch)) \
     --eval_every $((19200 / batch)) --save_checkpoints_steps $((19200 / batch)) \
-    --log_every $((6400 / batch)) --seed 0 $EXTRA_ARGS
+    --log_every $((6400 / batch)) --seed 0 $flags $EXTRA_ARGS
   echo "$name: exit $? (124: stopped by the timeout)"
 }
 
@@ -50,7 +50,13 @@ trial() {  # name batch learning_rate steps warmup seq size mask
 # Which does the collapse follow, the step size or the rate per sequence (mask100_b16_lr1e-3,
 # ~10 minutes), and does the plateau break where 4e-3's did, by ~400k sequences
 # (b16_lr1e-3)? Warmup: the recipe's 19k sequences.
-# name              batch lr    steps  warmup seq size mask
+# The trials with flags (2026-12-02; README.md, "Adam's beta2, the output bias, dropout"):
+# the collapse at 4e-3 sets in by step 300, while the loss sits at the unigram entropy.
+# Does RoBERTa's beta2 of 0.98 (steadier at high rates) prevent it, or an output bias that
+# starts at the targets' log frequencies (the model starts on the plateau instead of
+# reaching it through its weights)? And does either, or pretraining without dropout (a
+# one-pass budget does not overfit), break 80/10/10's plateau sooner at 1e-3?
+# name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
 b64_lr2e-3          64    2e-3  15000  300    128 tiny 80-10-10
@@ -68,9 +74,13 @@ mask100_b64_lr1.5e-3 64   1.5e-3 15000 300    128 tiny 100-0-0
 seq64_b64_lr4e-3    64    4e-3  30000  300    64  tiny 80-10-10
 mask100_b16_lr1e-3  16    1e-3  60000  1200   128 tiny 100-0-0
 b16_lr1e-3          16    1e-3  60000  1200   128 tiny 80-10-10
+mask100_b64_lr4e-3_b2-0.98 64 4e-3 15000 300   128 tiny 100-0-0  --adam_beta2 0.98
+mask100_b64_lr4e-3_unigram 64 4e-3 15000 300   128 tiny 100-0-0  --output_bias_init unigram
+b64_lr1e-3_unigram  64    1e-3  15000  300    128 tiny 80-10-10 --output_bias_init unigram
+b64_lr1e-3_dropout0 64    1e-3  15000  300    128 tiny 80-10-10 --dropout 0
 "
-echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask; do
+echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
   if [ $# -gt 0 ] && ! echo " $* " | grep -q " $name "; then continue; fi
-  trial "$name" "$batch" "$lr" "$steps" "$warmup" "$seq" "$size" "$mask"
+  trial "$name" "$batch" "$lr" "$steps" "$warmup" "$seq" "$size" "$mask" "$flags"
 done
