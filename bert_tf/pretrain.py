@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_files", help="held-out TFRecord globs (phase-1 shape)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--precision", choices=PRECISIONS, default="float32")
-    p.add_argument("--output_bias_init", choices=OUTPUT_BIAS_INITS, default="zeros",
+    p.add_argument("--output_bias_init", choices=OUTPUT_BIAS_INITS,
+                   default=defaults["output_bias_init"],
                    help="the LM head's output bias at step 0: zeros (BERT) or unigram (the "
                         "log frequencies of the training targets)")
     p.add_argument("--jit_compile", action="store_true")

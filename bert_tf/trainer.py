@@ -24,6 +24,7 @@ a run after its running step, with a checkpoint at that step (`TrainingStopped`)
 stop loses no steps; the training log's next row then covers only the steps after it.
 """
 
+import functools
 import os
 import tempfile
 import time
@@ -284,7 +285,7 @@ class Trainer:
                 assign_weights(self.model.heads(), self.init.weights, heads=self.init.heads)
             if self.config.output_bias_init == "unigram" and not (
                     self.init is not None and "mlm" in self.init.heads):
-                self.model.mlm.output_bias.assign(unigram_log_probs(self._target_counts()))
+                self.model.mlm.output_bias.assign(unigram_log_probs(self._target_counts))
             return 0
         step = int(tf.train.load_checkpoint(latest).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
         self._enter_phase(self.config.phase_of(step))
@@ -459,16 +460,18 @@ class Trainer:
     def _check_plateau(self, step: int, mlm_loss: float, log) -> None:
         """Compares the training masked-LM loss on the hidden targets with their unigram
         entropy; warns if it is not below (`bert_tf.plateau`)."""
-        entropy = unigram_entropy(self._target_counts())
+        entropy = unigram_entropy(self._target_counts)
         stuck = mlm_loss >= entropy
         self.plateau = {"unigram_entropy": entropy, "plateau_check_step": step,
                         "plateau_warning": stuck}
         if stuck:
             log(plateau_message(step, mlm_loss, entropy))
 
+    @functools.cached_property
     def _target_counts(self) -> np.ndarray:
         """Each id's count among the hidden targets of the first ~50k phase-1 records, as
-        masked for training (`plateau.target_counts`)."""
+        masked for training (`plateau.target_counts`); read once, for the output bias at
+        step 0 and the plateau check."""
         config = self.config
         predictions = config.max_predictions_per_seq
         batches = make_pretraining_dataset(
