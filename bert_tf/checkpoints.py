@@ -431,8 +431,10 @@ def load_encoder(directory: Optional[str] = None, **config_overrides):
         (encoder, checkpoint) where `checkpoint.vocab_file` and `.lower_case` set up the
         matching tokenizer.
     """
+    from bert_tf.initializers import skipped_draws
     checkpoint = read_checkpoint(directory)
-    root = build_model(checkpoint.config.replace(**config_overrides))
+    with skipped_draws():  # the checkpoint overwrites every weight
+        root = build_model(checkpoint.config.replace(**config_overrides))
     assign_weights(root, checkpoint.weights)
     return root["encoder"], checkpoint
 

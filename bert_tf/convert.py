@@ -201,9 +201,11 @@ def convert(checkpoint_dir, target: str, output_dir: str) -> Conversion:
         raise ValueError(f"unknown target {target!r}; expected one of {', '.join(WRITERS)}")
     checkpoint = read_checkpoint(checkpoint_dir, heads=None)
     notes = caveats(target, checkpoint.config, checkpoint.heads)
+    from bert_tf.initializers import skipped_draws
     # Filling our own layers checks every variable's presence and shape before writing.
-    assign_weights(build_model(checkpoint.config, checkpoint.heads), checkpoint.weights,
-                   checkpoint.heads)
+    with skipped_draws():
+        root = build_model(checkpoint.config, checkpoint.heads)
+    assign_weights(root, checkpoint.weights, checkpoint.heads)
     WRITERS[target](output_dir, checkpoint.config, checkpoint.weights, checkpoint.vocab_file,
                     checkpoint.lower_case)
     return Conversion(checkpoint.directory, checkpoint.format, checkpoint.heads, notes)

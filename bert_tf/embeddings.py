@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_tf.dropout import Dropout
+from bert_tf.initializers import TruncatedNormal
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -29,7 +30,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = dropout
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = TruncatedNormal(stddev=initializer_range)
         self.token_embedding = keras.layers.Embedding(
             vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="token_embedding")
@@ -45,7 +46,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.segment_embedding.build(input_shape)
         self.position_embedding = self.add_weight(
             shape=(self.max_position_embeddings, self.hidden_size), name="position_embedding",
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+            initializer=TruncatedNormal(stddev=self.initializer_range))
         self.layer_norm.build((*input_shape, self.hidden_size))
         self.built = True
 

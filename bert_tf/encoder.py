@@ -7,6 +7,7 @@ from keras import ops
 from bert_tf.attention import attention_mask
 from bert_tf.config import BertConfig
 from bert_tf.embeddings import BertEmbeddings
+from bert_tf.initializers import TruncatedNormal
 from bert_tf.transformer_block import TransformerBlock
 
 
@@ -33,7 +34,7 @@ class Pooler(keras.layers.Layer):
         self.causal = causal
         self.dense = keras.layers.Dense(
             hidden_size, activation="tanh", dtype=self.dtype_policy, name="dense",
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+            kernel_initializer=TruncatedNormal(stddev=initializer_range))
 
     def build(self, input_shape):
         self.dense.build((input_shape[0], input_shape[-1]))

@@ -13,11 +13,12 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf.dropout import Dropout
+from bert_tf.initializers import TruncatedNormal
 from bert_tf.transformer_block import activation
 
 
 def _init(initializer_range):
-    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+    return TruncatedNormal(stddev=initializer_range)
 
 
 class MaskedLMHead(keras.layers.Layer):

@@ -5,8 +5,9 @@ import math
 import keras
 from keras import ops
 
-from bert_tf.attention import SelfAttention
+from bert_tf.attention import SelfAttention, as_rows
 from bert_tf.dropout import Dropout
+from bert_tf.initializers import TruncatedNormal
 
 
 @ops.custom_gradient
@@ -65,7 +66,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = TruncatedNormal(stddev=initializer_range)
         policy = self.dtype_policy
         self.attention = SelfAttention(num_heads, hidden_size // num_heads, attention_dropout,
                                        initializer_range, dtype=policy, name="attention")
@@ -90,9 +91,10 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(self, x, mask, training=None):
         attended = self.dropout_layer(self.attention(x, mask, training=training), training=training)
-        h = self.attention_layer_norm(x + attended)  # [B, T, H]
-        ffn = self.output_dense(self.intermediate(h))  # [B, T, I] -> [B, T, H]
-        return self.output_layer_norm(h + self.dropout_layer(ffn, training=training))
+        h = as_rows(self.attention_layer_norm(x + attended))  # [B * T, H]
+        ffn = self.output_dense(self.intermediate(h))  # [B * T, I] -> [B * T, H]
+        out = self.output_layer_norm(h + self.dropout_layer(ffn, training=training))
+        return ops.reshape(out, ops.shape(x))  # [B, T, H]
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -27,6 +27,7 @@ from keras import ops
 from bert_tf import heads
 from bert_tf.checkpoints import Checkpoint, assign_weights
 from bert_tf.encoder import BertEncoder
+from bert_tf.initializers import skipped_draws
 from glue_suite import frozen_features
 from glue_suite.tasks import (CLASSIFICATION, KINDS, MULTIPLE_CHOICE, REGRESSION, SPAN,
                               TOKEN, TaskSpec)
@@ -47,7 +48,8 @@ def build_encoder(checkpoint: Checkpoint, dropout: float = 0.1,
     config = checkpoint.config.replace(hidden_dropout_prob=dropout,
                                        attention_probs_dropout_prob=dropout)
     encoder = BertEncoder(config, dtype=dtype, name="encoder")
-    encoder.build()
+    with skipped_draws():  # the checkpoint overwrites every weight
+        encoder.build()
     assign_weights({"encoder": encoder}, checkpoint.weights)
     return encoder
 

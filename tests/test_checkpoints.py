@@ -1,6 +1,7 @@
 """Checkpoint loading (Hugging Face, Google TF1, ours) and parity with two independent
 implementations: Hugging Face transformers (PyTorch) and tf-models-official (tf_keras)."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -131,6 +132,35 @@ def tiny_model(seed):
     mlm.build(None)
     nsp.build((None, TINY.hidden_size))
     return {"encoder": encoder, "mlm": mlm, "nsp": nsp}
+
+
+def test_weights_built_to_be_loaded_skip_their_draws_and_nothing_else():
+    """Inside skipped_draws the encoder's weights start at zeros; loaded, it holds what a
+    randomly drawn encoder loaded holds, and the draws made after it (a task head's) are
+    the ones they would have been."""
+    import keras
+    from bert_tf.heads import ClassificationHead
+    from bert_tf.initializers import skipped_draws
+    weights = collect_weights(tiny_model(3))
+
+    def loaded_encoder_and_head(skip):
+        keras.utils.set_random_seed(1)
+        encoder = BertEncoder(TINY)
+        with skipped_draws() if skip else contextlib.nullcontext():
+            encoder.build()
+        head = ClassificationHead(2)
+        head.build((None, TINY.hidden_size))
+        drawn = encoder.embeddings.token_embedding.embeddings.numpy()
+        assign_weights({"encoder": encoder}, weights)
+        return encoder, head, drawn
+
+    drawn_encoder, drawn_head, drawn = loaded_encoder_and_head(skip=False)
+    skipped_encoder, skipped_head, zeros = loaded_encoder_and_head(skip=True)
+    assert np.count_nonzero(drawn) == drawn.size and not np.any(zeros)
+    for a, b in [(drawn_encoder, skipped_encoder), (drawn_head, skipped_head)]:
+        assert len(a.weights) == len(b.weights)
+        for x, y in zip(a.weights, b.weights):
+            np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
 
 
 @pytest.fixture

@@ -115,6 +115,32 @@ def test_encoder_outputs_and_padding_invariance():
     np.testing.assert_allclose(out_padded["pooled_output"], out["pooled_output"], atol=1e-5)
 
 
+def test_projections_multiply_rows_for_length_bucketed_inputs():
+    """Every projection of a [None, None] batch is one MatMul, fused with its bias (no
+    tf.tensordot shape ops around it, no Reshape between the two), forward and backward."""
+    encoder = BertEncoder(TINY)
+    encoder.build()
+    signature = {k: tf.TensorSpec((None, None), tf.int32)
+                 for k in ("input_ids", "input_mask", "segment_ids")}
+
+    @tf.function(input_signature=[signature])
+    def forward_and_backward(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(encoder(inputs, training=True)["sequence_output"])
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    graph = forward_and_backward.get_concrete_function().graph
+    ops_by_type = {}
+    for op in graph.get_operations():
+        ops_by_type.setdefault(op.type, []).append(op)
+    assert not [op.name for op in graph.get_operations() if "Tensordot" in op.name]
+    # 6 projections a block, each a product forward and two backward; the pooler's one
+    # (its output is not in the loss).
+    assert len(ops_by_type["MatMul"]) == 3 * 6 * TINY.num_hidden_layers + 1
+    for bias_add in ops_by_type["BiasAdd"]:
+        assert bias_add.inputs[0].op.type == "MatMul", bias_add.name
+
+
 @pytest.mark.parametrize("dtype,rtol", [("float32", 1e-5), ("bfloat16", 2e-2)])
 def test_gelu_gradient_is_the_formulas(dtype, rtol):
     """The written-out gradient of the exact GELU equals autodiff of its formula."""

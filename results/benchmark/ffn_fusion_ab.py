@@ -3,8 +3,9 @@ the transformer block's feed-forward alone: forward and backward of Dense(I) -> 
 Dense(H) on MiniLM's widths (H 384, I 1536), a [32, 64, 384] float32 input (MRPC-shaped),
 in one process, rounds rotated.
 
-  keras          `TransformerBlock.intermediate` / `output_dense` as committed: Keras Dense
-                 (a 3-D tensordot, a broadcast Add for the bias) and `transformer_block.gelu`
+  keras          `TransformerBlock.intermediate` / `output_dense` called on the [B, T, H]
+                 input, as the block did until `rows_ab.py`: Keras Dense (a 3-D tensordot,
+                 a broadcast Add for the bias) and `transformer_block.gelu`
   matmul2d       the same weights through a 2-D tf.matmul and tf.nn.bias_add, the pattern
                  grappler's remapper fuses into one oneDNN MatMul + BiasAdd
   xla_gelu       as keras, with the GELU in a tf.function(jit_compile=True): XLA fuses its
