@@ -55,10 +55,11 @@ def test_ab_of_ours_times_each_variant_as_built_under_it(capsys):
         {"plain": contextlib.nullcontext,
          "marked": lambda: mock.patch.object(transformer_block, "gelu", marked_gelu)},
         "float32", rounds=2, config=SMALL.replace(max_position_embeddings=128))
-    # The marked variant's two blocks, each traced once (the rounds reuse the graph); the
-    # plain variant never calls it. (`ours` also reads the activation at 1 for its facts.)
-    assert [tuple(shape) for shape in traced if len(shape) == 3] == \
-        [(32, 128, SMALL.intermediate_size)] * SMALL.num_hidden_layers
+    # The marked variant's two blocks, each traced once on its [B * T, I] rows (the rounds
+    # reuse the graph); the plain variant never calls it. (`ours` also reads the
+    # activation at 1 for its facts.)
+    assert [tuple(shape) for shape in traced if len(shape) == 2] == \
+        [(32 * 128, SMALL.intermediate_size)] * SMALL.num_hidden_layers
     out = capsys.readouterr().out
     assert "commit:" in out and "machine:" in out
     assert re.search(r"^round 2/2: (plain|marked) ", out, re.M)
