@@ -199,9 +199,9 @@ def convert(checkpoint_dir, target: str, output_dir: str) -> Conversion:
     name and shape against our model, and writes it as `target` (a key of WRITERS)."""
     if target not in WRITERS:
         raise ValueError(f"unknown target {target!r}; expected one of {', '.join(WRITERS)}")
+    from bert_tf.initializers import skipped_draws
     checkpoint = read_checkpoint(checkpoint_dir, heads=None)
     notes = caveats(target, checkpoint.config, checkpoint.heads)
-    from bert_tf.initializers import skipped_draws
     # Filling our own layers checks every variable's presence and shape before writing.
     with skipped_draws():
         root = build_model(checkpoint.config, checkpoint.heads)

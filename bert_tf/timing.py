@@ -52,17 +52,28 @@ def rotated(names: list, round_index: int) -> list:
     return names[shift:] + names[:shift]
 
 
-def run_rounds(contenders: dict, rounds: int, log=print) -> dict:
-    """{name: zero-argument callable that runs and waits} -> {name: [seconds per round]}."""
+def measured_rounds(contenders: dict, rounds: int, log=print) -> dict:
+    """{name: zero-argument callable that returns the seconds it measured (of a part of
+    its work: a trace, a build)} -> {name: [seconds per round]}, the order rotated every
+    round."""
     names, seconds = list(contenders), {name: [] for name in contenders}
     for r in range(rounds):
         for name in rotated(names, r):
-            start = time.perf_counter()
-            contenders[name]()
-            seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(contenders[name]())
         log(f"round {r + 1}/{rounds}: " + "  ".join(
             f"{name} {seconds[name][-1]:.3f}s" for name in names))
     return seconds
+
+
+def run_rounds(contenders: dict, rounds: int, log=print) -> dict:
+    """{name: zero-argument callable that runs and waits} -> {name: [seconds per round]}."""
+    def timed(run):
+        def call():
+            start = time.perf_counter()
+            run()
+            return time.perf_counter() - start
+        return call
+    return measured_rounds({name: timed(run) for name, run in contenders.items()}, rounds, log)
 
 
 def spread(values: list) -> tuple:

@@ -38,12 +38,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     print("\n".join(timing.header("results/benchmark/build_ab.py")), flush=True)
-    seconds = {name: [] for name in VARIANTS}
-    for r in range(args.rounds):
-        for name in timing.rotated(list(VARIANTS), r):
-            seconds[name].append(build_seconds(args.size, VARIANTS[name]))
-        print(f"round {r + 1}/{args.rounds}: " + "  ".join(
-            f"{name} {seconds[name][-1]:.2f}s" for name in VARIANTS), flush=True)
+    seconds = timing.measured_rounds(
+        {name: lambda v=variant: build_seconds(args.size, v) for name, variant in VARIANTS.items()},
+        args.rounds, log=lambda line: print(line, flush=True))
     for name in VARIANTS:
         median, low, high = timing.spread(seconds[name])
         print(f"{name:>8}: build {median:.2f} s (min {low:.2f}, max {high:.2f})")

@@ -54,14 +54,15 @@ VARIANTS = {"tensordot": tensordot, "rows": contextlib.nullcontext}
 def trace_rounds(rounds: int) -> None:
     """Rotated rounds of `trace_ab.traced_train_step` under each layout."""
     print("\n".join(timing.header("results/benchmark/rows_ab.py")), flush=True)
-    seconds, counts = {name: [] for name in VARIANTS}, {}
-    for r in range(rounds):
-        for name in timing.rotated(list(VARIANTS), r):
-            with VARIANTS[name]():
-                trace_seconds, counts[name], _ = trace_ab.traced_train_step(lambda o: o)
-            seconds[name].append(trace_seconds)
-        print(f"round {r + 1}/{rounds}: " + "  ".join(
-            f"{name} {seconds[name][-1]:.2f}s" for name in VARIANTS), flush=True)
+    counts = {}
+
+    def trace(name):
+        with VARIANTS[name]():
+            seconds, counts[name], _ = trace_ab.traced_train_step(lambda o: o)
+        return seconds
+
+    seconds = timing.measured_rounds({name: lambda n=name: trace(n) for name in VARIANTS},
+                                     rounds, log=lambda line: print(line, flush=True))
     for name in VARIANTS:
         median, low, high = timing.spread(seconds[name])
         print(f"{name:>9}: {counts[name]} ops; trace {median:.2f} s (min {low:.2f}, "

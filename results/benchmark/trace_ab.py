@@ -69,13 +69,14 @@ def main():
     args = p.parse_args()
     print("\n".join(timing.header("results/benchmark/trace_ab.py")), flush=True)
     contenders = {"hoisted": lambda optimizer: optimizer, "per-variable": per_variable}
-    seconds, counts = {name: [] for name in contenders}, {}
-    for r in range(args.rounds):
-        for name in timing.rotated(list(contenders), r):
-            trace_seconds, *counts[name] = traced_train_step(contenders[name])
-            seconds[name].append(trace_seconds)
-        print(f"round {r + 1}/{args.rounds}: " + "  ".join(
-            f"{name} {seconds[name][-1]:.2f}s" for name in contenders), flush=True)
+    counts = {}
+
+    def trace(name):
+        seconds, *counts[name] = traced_train_step(contenders[name])
+        return seconds
+
+    seconds = timing.measured_rounds({name: lambda n=name: trace(n) for name in contenders},
+                                     args.rounds, log=lambda line: print(line, flush=True))
     for name in contenders:
         median, low, high = timing.spread(seconds[name])
         ops, optimizer_ops = counts[name]
