@@ -57,7 +57,7 @@ from bert_tf.optimization import OPTIMIZERS
 from bert_tf.pretrain_config import OUTPUT_BIAS_INITS, PRECISIONS, PretrainConfig
 from bert_tf.pretraining_dataset import check_records
 from bert_tf.pretraining_instances import OBJECTIVES
-from bert_tf.trainer import Trainer, TrainingStopped
+from bert_tf.trainer import Trainer, TrainingStopped, heldout_masked_in_pipeline
 
 
 def check_inputs(config: PretrainConfig) -> None:
@@ -73,14 +73,15 @@ def check_inputs(config: PretrainConfig) -> None:
                        ("--export_dir", config.export_dir)):
         if path:
             check_output_dir(path, flag)
-    record_sets = [("--train_files", *config.phase_data(1))]
+    record_sets = [("--train_files", *config.phase_data(1), config.dynamic_masking)]
     if config.phase2_train_files:
-        record_sets.append(("--phase2_train_files", *config.phase_data(2)))
-    if config.eval_files:  # evaluation reads phase-1-shaped records
-        record_sets.append(("--eval_files", config.eval_files, *config.phase_data(1)[1:]))
-    for flag, files, seq_length, predictions in record_sets:
-        check_records(files, flag, seq_length, predictions, config.vocab_file,
-                      config.dynamic_masking)
+        record_sets.append(("--phase2_train_files", *config.phase_data(2),
+                            config.dynamic_masking))
+    if config.eval_files:  # phase-1-shaped records; masked or not (Trainer.evaluate)
+        record_sets.append(("--eval_files", config.eval_files, *config.phase_data(1)[1:],
+                            heldout_masked_in_pipeline(config)))
+    for flag, files, seq_length, predictions, unmasked in record_sets:
+        check_records(files, flag, seq_length, predictions, config.vocab_file, unmasked)
 
 
 def config_record(config: PretrainConfig, command: Optional[str], num_replicas: int,
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "log frequencies of the training targets)")
     p.add_argument("--jit_compile", action="store_true")
     p.add_argument("--dynamic_masking", action="store_true",
-                   help="mask each batch anew (records written with --dynamic_masking)")
+                   help="mask each training batch anew (records written with "
+                        "--dynamic_masking); masked --eval_files keep their masks")
     p.add_argument("--mask_rates", default="0.8,0.1,0.1",
                    help="with --dynamic_masking: [MASK], same, random fractions")
     return p

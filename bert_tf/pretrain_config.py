@@ -57,8 +57,9 @@ class PretrainConfig:
         log_every: steps between log lines / metric rows.
         seed: initialisation, dropout and data order.
         dropout: overrides both dropout rates of the model size (None: 0.1 as in BERT).
-        dynamic_masking, masked_lm_prob, mask_rates: mask each batch anew in the input
-            pipeline (`dynamic_masking.DynamicMasking`) with these rates.
+        dynamic_masking, masked_lm_prob, mask_rates: mask each training batch anew in the
+            input pipeline (`dynamic_masking.DynamicMasking`) with these rates; held-out
+            records written with masks are scored on them (`trainer.evaluate`).
         init_checkpoint: start from this checkpoint's weights (`init_checkpoint`); a
             resumed run restores its own checkpoint instead.
         plateau_check_steps: at the first log line after this many steps, warn if the

@@ -228,6 +228,16 @@ def check_records(file_pattern: str, flag: str, max_seq_length: int,
     return files
 
 
+def records_are_unmasked(file_pattern: str) -> bool:
+    """Whether a set of records was written unmasked (`create_pretraining_data
+    --dynamic_masking`), as the metadata.json beside its first file says. Records without
+    one (the original tools write none) hold their masks."""
+    metadata_path = os.path.join(os.path.dirname(_list_files(file_pattern)[0]), METADATA_FILE)
+    if not tf.io.gfile.exists(metadata_path):
+        return False
+    return bool(_held_by_metadata(_read_json(metadata_path))["dynamic_masking"])
+
+
 def _read_json(path: str) -> dict:
     value = read_json(path)
     if not isinstance(value, dict):

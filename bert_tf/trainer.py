@@ -44,7 +44,7 @@ from bert_tf.metrics_log import MetricsLog, format_metrics
 from bert_tf.optimization import create_optimizer
 from bert_tf.plateau import plateau_message, target_counts, unigram_entropy, unigram_log_probs
 from bert_tf.pretrain_config import PretrainConfig
-from bert_tf.pretraining_dataset import make_pretraining_dataset
+from bert_tf.pretraining_dataset import make_pretraining_dataset, records_are_unmasked
 from bert_tf.pretraining_model import (SUM_KEYS, BertPretrainer, mean_metrics,
                                        prediction_targets, pretraining_loss,
                                        sample_next_token_positions)
@@ -53,6 +53,13 @@ from bert_tf.tokenization import BertTokenizer
 SUM = tf.distribute.ReduceOp.SUM
 _ENTROPY_RECORDS = 51_200  # records read for the unigram entropy (about 1M targets)
 HELDOUT_LOSSES = "heldout_losses.tsv"
+
+
+def heldout_masked_in_pipeline(config: PretrainConfig) -> bool:
+    """Whether evaluation masks the held-out records itself: only a --dynamic_masking run,
+    and only when they were written unmasked. Records that hold their masks are scored on
+    those, so runs with and without dynamic masking predict the same held-out tokens."""
+    return config.dynamic_masking and records_are_unmasked(config.eval_files)
 
 
 class TrainingStopped(Exception):
@@ -312,12 +319,13 @@ class Trainer:
         of the next token), NSP loss and accuracy; the same batches every time. Each
         sequence's loss terms are kept in `self.heldout_examples` (`write_heldout_losses`)."""
         config = self.config
-        if config.dynamic_masking:
+        masking = None
+        if heldout_masked_in_pipeline(config):
             tf.random.set_seed(config.seed)  # the same random masks at every evaluation
+            masking = self._masking(config.max_predictions_per_seq)
         dataset = make_pretraining_dataset(
             config.eval_files, config.global_batch_size, config.max_seq_length,
-            config.max_predictions_per_seq, is_training=False,
-            batch_transform=self._masking(config.max_predictions_per_seq))
+            config.max_predictions_per_seq, is_training=False, batch_transform=masking)
         if config.eval_steps:
             dataset = dataset.take(config.eval_steps)
         batches = [self._eval_step(batch) for batch in dataset]

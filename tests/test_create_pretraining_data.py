@@ -23,7 +23,7 @@ from bert_tf.cli import InputError, run_main
 from bert_tf.files import file_sha256
 from bert_tf.portable_paths import portable_path
 from bert_tf.pretraining_dataset import (check_records, decode_record, feature_spec,
-                                         make_pretraining_dataset)
+                                         make_pretraining_dataset, records_are_unmasked)
 from bert_tf.pretraining_instances import DataConfig
 
 NUM_DOCS, NUM_SENTENCES = 200, 40
@@ -348,6 +348,7 @@ def test_dynamic_masking_records_are_unmasked(corpus, vocab_file, tmp_path):
     run(corpus[:2], vocab_file, tmp_path, dynamic_masking=True)
     r = read_records(tmp_path)
     assert not r["masked_lm_weights"].any() and not (r["input_ids"] == MASK).any()
+    assert records_are_unmasked(f"{tmp_path}/part-*")
     assert 0.4 < r["next_sentence_labels"].mean() < 0.65
     check_next_sentences(r)
 
@@ -486,6 +487,7 @@ def test_a_killed_run_leaves_no_complete_looking_set(corpus, vocab_file, tmp_pat
     assert metadata["vocab_sha256"] == file_sha256(vocab_file)
     assert check_records(f"{out}/part-*", "--train_files", T, P, vocab_file) == sorted(
         str(out / n) for n in names)
+    assert not records_are_unmasked(f"{out}/part-*")
 
 
 def test_a_long_line_is_split_into_sentences_and_used(vocab_file, tmp_path):

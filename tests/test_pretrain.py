@@ -253,6 +253,25 @@ def test_output_bias_starts_at_the_log_frequencies_of_the_targets(data, tmp_path
         loss, cross_entropy)
 
 
+def test_dynamic_masking_scores_masked_heldout_records_on_their_own_masks(data, tmp_path):
+    """--dynamic_masking masks the training batches anew, but held-out records that hold
+    masks (these have no metadata.json, so they do) are scored on those: the same
+    untrained model gets the same held-out metrics with and without it. (Masked anew,
+    the records' [MASK] tokens would stay in the input and other tokens be predicted.)"""
+    static = make_config(data, tmp_path / "static", eval_files=f"{data}/eval.tfrecord",
+                         eval_steps=0)
+    dynamic = dataclasses.replace(static, model_dir=str(tmp_path / "dynamic"),
+                                  dynamic_masking=True)
+    metrics = []
+    for config in (static, dynamic):
+        trainer = Trainer(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+        assert trainer.restore() == 0
+        metrics.append(trainer.evaluate())
+    assert metrics[0].keys() == metrics[1].keys()
+    for key in metrics[0]:
+        np.testing.assert_allclose(metrics[1][key], metrics[0][key], rtol=1e-5, err_msg=key)
+
+
 def test_a_zero_bias_start_and_beta2_are_the_papers_unless_asked(data, tmp_path):
     """By default the LM head's bias starts at 0 and Adam's beta2 is 0.999 (the paper's);
     --adam_beta2 reaches the optimizer; both flags are checked."""

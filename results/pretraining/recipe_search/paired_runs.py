@@ -1,8 +1,8 @@
 """Two pretraining runs at batch 64 that differ in one thing (the seed: initialisation,
-dropout, data order; or the model size): held-out masked LM side by side at every common
-evaluation, and the final difference with a paired bootstrap interval over the held-out
-sequences (both runs score the same first 2,560 held-out sequences: `heldout_losses.tsv`,
-one row per sequence).
+dropout, data order; the model size; or a setting, which the labels name): held-out
+masked LM side by side at every common evaluation, and the final difference with a
+paired bootstrap interval over the held-out sequences (both runs score the same first
+2,560 held-out sequences: `heldout_losses.tsv`, one row per sequence).
 
     python results/pretraining/recipe_search/paired_runs.py \\
         results/pretraining/recipe_search/b64_lr4e-3 results/runs/cpu.pretrain.tiny-nsp/files
@@ -10,11 +10,13 @@ one row per sequence).
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 
 import numpy as np
 
+from bert_tf.pretrain_config import PretrainConfig
 from reproduce.statistics import RESAMPLES, resample_indices
 from summarize import eval_rows  # this folder's table of the trials
 
@@ -32,11 +34,31 @@ def heldout(model_dir: str) -> np.ndarray:
                      for r in rows])
 
 
-def label(model_dir: str) -> str:
-    """The run's model size and seed, e.g. "tiny, seed 0"."""
-    with open(os.path.join(model_dir, "pretrain_config.json")) as f:
-        config = json.load(f)
-    return f"{config['model_size']}, seed {config['seed']}"
+# The settings a label names when the two runs differ in them.
+LABELLED = ("learning_rate", "dropout", "dynamic_masking", "mask_rates", "adam_beta2",
+            "output_bias_init", "num_warmup_steps")
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
+
+
+def settings(config: dict) -> dict:
+    """LABELLED of a pretrain_config.json; older records lack the later flags, whose
+    defaults they ran with, and dropout is read from the model they trained."""
+    values = {k: config.get(k, DEFAULTS[k]) for k in LABELLED if k != "dropout"}
+    return {**values, "dropout": config["bert_config"]["hidden_dropout_prob"]}
+
+
+def labels(*model_dirs: str) -> list[str]:
+    """Each run's model size and seed, and the settings of LABELLED it differs in, e.g.
+    "tiny, seed 0, learning_rate 0.001, dropout 0.0"."""
+    configs = []
+    for model_dir in model_dirs:
+        with open(os.path.join(model_dir, "pretrain_config.json")) as f:
+            configs.append(json.load(f))
+    runs = [settings(c) for c in configs]
+    differ = [k for k in LABELLED if len({json.dumps(r[k]) for r in runs}) > 1]
+    return [", ".join([f"{c['model_size']}, seed {c['seed']}"] + [f"{k} {r[k]:g}"
+                      if isinstance(r[k], float) else f"{k} {r[k]}" for k in differ])
+            for c, r in zip(configs, runs)]
 
 
 def paired_interval(a: np.ndarray, b: np.ndarray, column: int) -> tuple:
@@ -62,7 +84,7 @@ def main():
     p.add_argument("second")
     args = p.parse_args()
     first, second = evaluations(args.first), evaluations(args.second)
-    names = [label(d) for d in (args.first, args.second)]
+    names = labels(args.first, args.second)
     print(f"| step | sequences | {names[0]}: acc / loss | {names[1]}: acc / loss |")
     print("|---|---|---|---|")
     for step in sorted(set(first) & set(second)):
