@@ -61,12 +61,15 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # starts at the targets' log frequencies (the model starts on the plateau instead of
 # reaching it through its weights)? And does either, or pretraining without dropout (a
 # one-pass budget does not overfit), break 80/10/10's plateau sooner at 1e-3?
-# The *_dynamic trials (2026-12-02; README.md, "Dynamic masking without dropout"): the
+# The *_dynamic trials (2026-12-02; README.md, end of "Twice the rate without dropout"): the
 # dropout-0 run ends 0.70 nats lower on its training loss than on held-out text after 3.2
 # passes over the same static masks. Do fresh masks every pass take that gap back?
 # b64_lr2e-3_dropout0 (2026-12-03): without dropout 1e-3 broke the plateau at 300-350k
 # sequences and ended at 28.1%; does twice the rate (80/10/10 at 2e-3 did not collapse
 # with dropout, only 100/0/0 did) break it sooner and end higher?
+# mask100_b64_lr1e-3_dropout0 (2026-12-03): does Table 8's 100/0/0 row, which survived 1e-3
+# with dropout 0.1, also survive it without dropout (~10 minutes, with exports for
+# attention_collapse.py)?
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -92,6 +95,7 @@ b64_lr1e-3_dropout0 64    1e-3  15000  300    128 tiny 80-10-10 --dropout 0
 b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300  128 tiny dynamic  --dropout 0
 mask100_b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300 128 tiny dynamic --dropout 0 --mask_rates 1,0,0
 b64_lr2e-3_dropout0 64    2e-3  15000  300    128 tiny 80-10-10 --dropout 0
+mask100_b64_lr1e-3_dropout0 64 1e-3 15000 300  128 tiny 100-0-0  --dropout 0
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
