@@ -59,7 +59,8 @@ def heldout_masked_in_pipeline(config: PretrainConfig) -> bool:
     """Whether evaluation masks the held-out records itself: only a --dynamic_masking run,
     and only when they were written unmasked. Records that hold their masks are scored on
     those, so runs with and without dynamic masking predict the same held-out tokens."""
-    return config.dynamic_masking and records_are_unmasked(config.eval_files)
+    return bool(config.dynamic_masking and config.eval_files
+                and records_are_unmasked(config.eval_files))
 
 
 class TrainingStopped(Exception):
@@ -128,6 +129,7 @@ class Trainer:
         self._eval_step = tf.function(self._eval_step_fn)
         self.phase = None
         self.plateau = {}  # the plateau check's outcome, once made (`_check_plateau`)
+        self.heldout_masked_in_pipeline = heldout_masked_in_pipeline(config)  # read once
         self.heldout_examples = None  # per-sequence loss terms of the last evaluation
 
     # ------------------------------------------------------------------ one step
@@ -320,7 +322,7 @@ class Trainer:
         sequence's loss terms are kept in `self.heldout_examples` (`write_heldout_losses`)."""
         config = self.config
         masking = None
-        if heldout_masked_in_pipeline(config):
+        if self.heldout_masked_in_pipeline:
             tf.random.set_seed(config.seed)  # the same random masks at every evaluation
             masking = self._masking(config.max_predictions_per_seq)
         dataset = make_pretraining_dataset(
