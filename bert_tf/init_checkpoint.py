@@ -18,7 +18,6 @@ resumed run restores its own tf.train checkpoint, which already holds everything
 
 import hashlib
 import importlib.metadata
-import json
 import os
 
 import numpy as np
@@ -27,7 +26,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import DEFAULT_PACKAGE, Checkpoint, default_checkpoint, read_checkpoint
 from bert_tf.cli import InputError
 from bert_tf.files import file_sha256
-from bert_tf.pretraining_dataset import METADATA_FILE
+from bert_tf.pretraining_dataset import read_metadata
 from bert_tf.tokenization import load_vocab
 
 
@@ -56,13 +55,8 @@ def records_metadata(record_patterns: list[str]) -> dict:
     for patterns in filter(None, record_patterns):
         for pattern in filter(None, (p.strip() for p in patterns.split(","))):
             directories |= {os.path.dirname(path) for path in tf.io.gfile.glob(pattern)}
-    found = {}
-    for directory in sorted(directories):
-        path = os.path.join(directory, METADATA_FILE)
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                found[path] = json.load(f)
-    return found
+    found = dict(read_metadata(directory) for directory in sorted(directories))
+    return {path: metadata for path, metadata in found.items() if metadata is not None}
 
 
 def check_vocabulary(checkpoint: Checkpoint, vocab_file: str | None,

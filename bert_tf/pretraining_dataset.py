@@ -211,7 +211,7 @@ def check_records(file_pattern: str, flag: str, max_seq_length: int,
     for path in files:
         by_directory.setdefault(os.path.dirname(path), []).append(path)
     for directory, paths in by_directory.items():
-        metadata_path, metadata = _read_metadata(directory)
+        metadata_path, metadata = read_metadata(directory)
         sizes = _check_shard_set(directory, metadata_path, metadata)
         if metadata is None:
             logger.warning("%s: no %s beside these records (not made by "
@@ -231,12 +231,13 @@ def records_are_unmasked(file_pattern: str) -> bool:
     """Whether a set of records was written unmasked (`create_pretraining_data
     --dynamic_masking`), as the metadata.json beside its first file says. Records without
     one (the original tools write none) hold their masks."""
-    _, metadata = _read_metadata(os.path.dirname(_list_files(file_pattern)[0]))
+    _, metadata = read_metadata(os.path.dirname(_list_files(file_pattern)[0]))
     return metadata is not None and bool(_held_by_metadata(metadata)["dynamic_masking"])
 
 
-def _read_metadata(directory: str) -> tuple[str, dict | None]:
-    """The path of a record directory's metadata.json and its content (None: there is none)."""
+def read_metadata(directory: str) -> tuple[str, dict | None]:
+    """The path of a record directory's metadata.json and its content (None: there is none).
+    Raises InputError, naming the file, if it is not a JSON object."""
     path = os.path.join(directory, METADATA_FILE)
     return path, _read_json(path) if tf.io.gfile.exists(path) else None
 

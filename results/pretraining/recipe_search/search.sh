@@ -70,6 +70,10 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # mask100_b64_lr1e-3_dropout0 (2026-12-03): does Table 8's 100/0/0 row, which survived 1e-3
 # with dropout 0.1, also survive it without dropout (~10 minutes, with exports for
 # attention_collapse.py)?
+# mini_b64_lr1e-3_dropout0 (2026-12-03): Tiny left the plateau at 300-350k sequences only
+# without dropout; does Mini, without dropout, leave it within its 100-minute 269k?
+# b64_lr1e-3_dropout0_seed1 (2026-12-03): a second pretraining seed of the best Tiny run (the
+# later --seed wins over trial()'s --seed 0): is its 300-350k break, and its 28.1%, typical?
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -96,6 +100,8 @@ b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300  128 tiny dynamic  --dropout 0
 mask100_b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300 128 tiny dynamic --dropout 0 --mask_rates 1,0,0
 b64_lr2e-3_dropout0 64    2e-3  15000  300    128 tiny 80-10-10 --dropout 0
 mask100_b64_lr1e-3_dropout0 64 1e-3 15000 300  128 tiny 100-0-0  --dropout 0
+mini_b64_lr1e-3_dropout0 64 1e-3  4200   300    128 mini 80-10-10 --dropout 0
+b64_lr1e-3_dropout0_seed1 64 1e-3 15000 300   128 tiny 80-10-10 --dropout 0 --seed 1
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
