@@ -74,6 +74,10 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # without dropout; does Mini, without dropout, leave it within its 100-minute 269k?
 # b64_lr1e-3_dropout0_seed1 (2026-12-03): a second pretraining seed of the best Tiny run (the
 # later --seed wins over trial()'s --seed 0): is its 300-350k break, and its 28.1%, typical?
+# b64_lr1e-3_dropout0_24k (2026-12-03): the best Tiny run's settings on a longer schedule,
+# 24,000 x 64 = 1.54M sequences (~2h15 at the AMX Xeon's ~190 sequences/s, ~80 minutes at
+# the AVX-512 BF16 EPYC's 321): it ended at 28.1% after 960k, still rising as its rate
+# decayed; how many sequences does 30% take?
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -102,6 +106,7 @@ b64_lr2e-3_dropout0 64    2e-3  15000  300    128 tiny 80-10-10 --dropout 0
 mask100_b64_lr1e-3_dropout0 64 1e-3 15000 300  128 tiny 100-0-0  --dropout 0
 mini_b64_lr1e-3_dropout0 64 1e-3  4200   300    128 mini 80-10-10 --dropout 0
 b64_lr1e-3_dropout0_seed1 64 1e-3 15000 300   128 tiny 80-10-10 --dropout 0 --seed 1
+b64_lr1e-3_dropout0_24k 64 1e-3 24000 300   128 tiny 80-10-10 --dropout 0
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
