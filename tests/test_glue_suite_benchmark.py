@@ -107,6 +107,8 @@ def test_one_round_end_to_end(hf_checkpoint, tmp_path, capsys):
     hf = times["hf_torch"]["timings"]
     assert hf["train_steps"] > 0
     assert hf["total"] == pytest.approx(sum(v for k, v in hf.items() if k != "total"), abs=0.05)
-    assert hf["total"] <= times["hf_torch"]["seconds"]
+    # Its start-up is the worker's age from its start tick (1/100 s), inside the parent's
+    # timing of the whole subprocess.
+    assert hf["total"] <= times["hf_torch"]["seconds"] + 0.01
     assert record["git"]["commit"] and record["machine"]["cpu_cores"] >= 1
     assert record["command"].startswith("python -m glue_suite.benchmark") and record["date"]

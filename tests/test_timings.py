@@ -1,6 +1,9 @@
-"""glue_suite.timings and bert_tf.timing's stage clock: stages add up, the grid's fits split into build, tracing, steps and
-evaluation, and the step clock's first step carries the tracing."""
+"""glue_suite.timings and bert_tf.timing's stage clock: stages add up, the grid's fits split
+into build, tracing, steps and evaluation, the step clock's first step carries the tracing,
+and start-up is the process's age."""
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -39,7 +42,18 @@ def test_step_clock_first_step_carries_the_tracing():
     assert summary["first_step_seconds"] >= 0.05
     assert summary["trace_seconds"] == pytest.approx(
         summary["first_step_seconds"] - summary["step_seconds_median"], abs=0.01)
-    assert timing.startup_seconds() > 0
+
+
+def test_startup_is_the_process_age_within_a_clock_tick():
+    """A child that sleeps 0.3 s before asking: its age is at least that and no more than
+    the parent saw it live (psutil's whole-second boot time overstated it by up to 1 s)."""
+    code = ("import time; time.sleep(0.3); from bert_tf import timing; "
+            "print(timing.startup_seconds())")
+    began = time.perf_counter()
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True).stdout)
+    lived = time.perf_counter() - began
+    assert 0.3 <= age <= lived + 0.011  # + the 1/100 s of the start tick's resolution
 
 
 def test_progress_log_reports_steps_left_between_epoch_lines(caplog, monkeypatch):
