@@ -26,13 +26,17 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
   shards=part-*  # mask "MIX@GLOB": train on the shards GLOB matches, not all 31
   [ "$8" = "$mask" ] || shards=${8#*@}
   predictions=$(( seq == 64 ? 10 : 20 ))
+  # A row's "--objective X" (the later flag wins) reads X's records (OBJECTIVE=X data.sh).
+  objective=$(echo " $flags" | sed -n 's/.* --objective \([a-z_]*\).*/\1/p' | grep -v '^nsp$')
+  heldout=heldout$seq${objective:+-$objective}
+  train=train$seq${objective:+-$objective}
   case $mask in  # mask "dynamic": unmasked records (UNMASKED=1 data.sh), masked per batch
-    80-10-10) train=train$seq ;;
-    dynamic) train=train$seq-unmasked flags="$flags --dynamic_masking" ;;
-    *) train=train$seq-mask$mask ;;
+    80-10-10) ;;
+    dynamic) train=$train-unmasked flags="$flags --dynamic_masking" ;;
+    *) train=$train-mask$mask ;;
   esac
   timeout "$TRIAL_SECONDS" python -m bert_tf.pretrain --config "$size" --objective nsp \
-    --train_files "$OUT/$train/$shards" --eval_files "$OUT/heldout$seq/part-*" \
+    --train_files "$OUT/$train/$shards" --eval_files "$OUT/$heldout/part-*" \
     --vocab_file "$V" --model_dir "$OUT/$name" --global_batch_size "$batch" \
     --num_train_steps "$steps" --num_warmup_steps "$warmup" --learning_rate "$lr" \
     --max_seq_length "$seq" --max_predictions_per_seq "$predictions" \
@@ -90,6 +94,11 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # b64_lr1e-3_dropout0_18k (2026-12-04): the best Tiny run's settings on the schedule that
 # 100 minutes buy on the AMX Xeon alone (~200 sequences/s with the evaluations; 18,000 x 64 =
 # 1.15M sequences): does the issue's 30% lie within 100 minutes of this machine?
+# mask0-0-100_b64_lr1e-3_dropout0 (2026-12-04): Table 8's other collapsing row, 0/0/100
+# (data: MASK=0,0,100 data.sh), under the dropout-0 recipe, to past the 300-350k sequences
+# where 80/10/10 broke: adopting dropout 0 needs every row to survive it.
+# no_nsp_b64_lr1e-3_dropout0 (2026-12-04): Table 5's No NSP row (data: OBJECTIVE=no_nsp
+# data.sh), whose first-layer attention collapsed at 4e-3, under the same recipe, as far.
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -122,6 +131,8 @@ b64_lr1e-3_dropout0_24k 64 1e-3 24000 300   128 tiny 80-10-10 --dropout 0
 b64_lr5e-4_dropout0 64    5e-4  15000  300    128 tiny 80-10-10 --dropout 0
 b64_lr1e-3_dropout0_shards10 64 1e-3 15000 300 128 tiny 80-10-10@part-0000[0-9]-* --dropout 0
 b64_lr1e-3_dropout0_18k 64 1e-3 18000 300   128 tiny 80-10-10 --dropout 0
+mask0-0-100_b64_lr1e-3_dropout0 64 1e-3 15000 300 128 tiny 0-0-100 --dropout 0
+no_nsp_b64_lr1e-3_dropout0 64 1e-3 15000 300 128 tiny 80-10-10 --dropout 0 --objective no_nsp
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
