@@ -99,6 +99,8 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # where 80/10/10 broke: adopting dropout 0 needs every row to survive it.
 # no_nsp_b64_lr1e-3_dropout0 (2026-12-04): Table 5's No NSP row (data: OBJECTIVE=no_nsp
 # data.sh), whose first-layer attention collapsed at 4e-3, under the same recipe, as far.
+# ltr_b64_lr1e-3_dropout0 (2026-12-04): Table 5's LTR row (OBJECTIVE=ltr data.sh; the plan's
+# 20 sampled next-token predictions per sequence), the last row unchecked without dropout.
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -133,6 +135,7 @@ b64_lr1e-3_dropout0_shards10 64 1e-3 15000 300 128 tiny 80-10-10@part-0000[0-9]-
 b64_lr1e-3_dropout0_18k 64 1e-3 18000 300   128 tiny 80-10-10 --dropout 0
 mask0-0-100_b64_lr1e-3_dropout0 64 1e-3 15000 300 128 tiny 0-0-100 --dropout 0
 no_nsp_b64_lr1e-3_dropout0 64 1e-3 15000 300 128 tiny 80-10-10 --dropout 0 --objective no_nsp
+ltr_b64_lr1e-3_dropout0 64 1e-3 15000 300 128 tiny 80-10-10 --dropout 0 --objective ltr --ltr_predictions 20
 "
 echo "$TRIALS" | while read -r name batch lr steps warmup seq size mask flags; do
   [ -n "$name" ] || continue
