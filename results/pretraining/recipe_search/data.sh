@@ -19,7 +19,7 @@ OBJECTIVE=${OBJECTIVE:-nsp}
 SUFFIX=$([ "$OBJECTIVE" = nsp ] || echo "-$OBJECTIVE")
 TRAIN=train$SEQ$SUFFIX$([ "$MASK" = 80,10,10 ] || echo "-mask$(echo "$MASK" | tr , -)")
 UNMASKED=${UNMASKED:-}
-[ -z "$UNMASKED" ] || TRAIN=train$SEQ-unmasked
+[ -z "$UNMASKED" ] || TRAIN=train$SEQ$SUFFIX-unmasked
 RATES=$(echo "$MASK" | awk -F, '{printf "%g,%g,%g", $1 / 100, $2 / 100, $3 / 100}')
 common="--vocab_file $V --max_seq_length $SEQ --max_predictions_per_seq $PREDICTIONS --masked_lm_prob 0.15 --dupe_factor 1 --short_seq_prob 0.1 --objective $OBJECTIVE"
 python -m bert_tf.create_pretraining_data $common --random_seed 12345 --num_workers 2 \
