@@ -15,11 +15,10 @@ OUT=${OUT:-runs/recipe}
 SEQ=${SEQ:-128}
 PREDICTIONS=$(( SEQ == 64 ? 10 : 20 ))
 MASK=${MASK:-80,10,10}
+. "$(dirname "$0")/records.sh"
 OBJECTIVE=${OBJECTIVE:-nsp}
-SUFFIX=$([ "$OBJECTIVE" = nsp ] || echo "-$OBJECTIVE")
-TRAIN=train$SEQ$SUFFIX$([ "$MASK" = 80,10,10 ] || echo "-mask$(echo "$MASK" | tr , -)")
 UNMASKED=${UNMASKED:-}
-[ -z "$UNMASKED" ] || TRAIN=train$SEQ$SUFFIX-unmasked
+TRAIN=$(records_dir train "$SEQ" "$OBJECTIVE" "$([ -n "$UNMASKED" ] && echo unmasked || echo "$MASK" | tr , -)")
 RATES=$(echo "$MASK" | awk -F, '{printf "%g,%g,%g", $1 / 100, $2 / 100, $3 / 100}')
 common="--vocab_file $V --max_seq_length $SEQ --max_predictions_per_seq $PREDICTIONS --masked_lm_prob 0.15 --dupe_factor 1 --short_seq_prob 0.1 --objective $OBJECTIVE"
 python -m bert_tf.create_pretraining_data $common --random_seed 12345 --num_workers 2 \
@@ -29,4 +28,4 @@ python -m bert_tf.create_pretraining_data $common --random_seed 12345 --num_work
 [ "$MASK" = 80,10,10 ] && [ -z "$UNMASKED" ] || exit 0  # held out: the 80/10/10 ones
 python -m bert_tf.create_pretraining_data $common --random_seed 54321 --num_workers 1 \
   --input_files "$D/wikipedia_sample/AA/wiki_09,$D/wikipedia_2015/AA/wiki_59" \
-  --output_dir "$OUT/heldout$SEQ$SUFFIX"
+  --output_dir "$OUT/$(records_dir heldout "$SEQ" "$OBJECTIVE" 80-10-10)"

@@ -16,6 +16,9 @@
 #   sh results/pretraining/recipe_search/data.sh; SEQ=64 sh results/pretraining/recipe_search/data.sh
 #   MASK=100,0,0 sh results/pretraining/recipe_search/data.sh  (the trials with mask 100-0-0)
 #   UNMASKED=1 sh results/pretraining/recipe_search/data.sh  (the trials with mask dynamic)
+#   OBJECTIVE=no_nsp sh results/pretraining/recipe_search/data.sh  (the trials with
+#   --objective no_nsp; ltr likewise)
+. "$(dirname "$0")/records.sh"
 V=$BERT_DATA_DIR/bert_vocab/bert-base-uncased/vocab.txt
 TRIAL_SECONDS=${TRIAL_SECONDS:-540}
 OUT=${OUT:-runs/recipe}
@@ -27,14 +30,14 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
   [ "$8" = "$mask" ] || shards=${8#*@}
   predictions=$(( seq == 64 ? 10 : 20 ))
   # A row's "--objective X" (the later flag wins) reads X's records (OBJECTIVE=X data.sh).
-  objective=$(echo " $flags" | sed -n 's/.* --objective \([a-z_]*\).*/\1/p' | grep -v '^nsp$')
-  heldout=heldout$seq${objective:+-$objective}
-  train=train$seq${objective:+-$objective}
-  case $mask in  # mask "dynamic": unmasked records (UNMASKED=1 data.sh), masked per batch
-    80-10-10) ;;
-    dynamic) train=$train-unmasked flags="$flags --dynamic_masking" ;;
-    *) train=$train-mask$mask ;;
-  esac
+  objective=$(echo " $flags" | sed -n 's/.* --objective \([a-z_]*\).*/\1/p')
+  objective=${objective:-nsp}
+  mix=$mask
+  if [ "$mask" = dynamic ]; then  # unmasked records (UNMASKED=1 data.sh), masked per batch
+    mix=unmasked flags="$flags --dynamic_masking"
+  fi
+  train=$(records_dir train "$seq" "$objective" "$mix")
+  heldout=$(records_dir heldout "$seq" "$objective" 80-10-10)
   timeout "$TRIAL_SECONDS" python -m bert_tf.pretrain --config "$size" --objective nsp \
     --train_files "$OUT/$train/$shards" --eval_files "$OUT/$heldout/part-*" \
     --vocab_file "$V" --model_dir "$OUT/$name" --global_batch_size "$batch" \
