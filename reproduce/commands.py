@@ -116,6 +116,9 @@ class PretrainCommand:
     # Optimizer steps per call of the compiled loop: a TPU otherwise waits on the host
     # for every step. None (the CLI's 1) elsewhere.
     steps_per_execution: Optional[int] = None
+    # Both dropout rates; None: the size's (0.1). Last, so that the commands of runs
+    # without it are what they were.
+    dropout: Optional[float] = None
 
     def argv(self) -> tuple:
         return to_argv(self)

@@ -252,8 +252,12 @@ class Planner:
 
     # ------------------------------------------------------------------ pretraining
     def pretrain(self, size: str, objective: str = "nsp", rates: tuple = PAPER_RATES,
-                 vocab: str = "uncased", cells: tuple = ()) -> str:
+                 vocab: str = "uncased", cells: tuple = (),
+                 recipe: Optional[Pretraining] = None) -> str:
+        """The run_id of a pretraining run (with its data runs); `recipe`: the scale's
+        `pretraining` where None."""
         s = self.scale
+        recipe = recipe or s.pretraining
         data = self.data(objective, rates, vocab, SEQ, heldout=False)
         heldout = self.data(objective, PAPER_RATES, vocab, SEQ, heldout=True)
         needs = [data, heldout]
@@ -265,8 +269,8 @@ class Planner:
                 phase2_train_files=os.path.join(self.runs[long_data].out_dir, "part-*"),
                 phase2_seq_length=LONG_SEQ, phase2_max_predictions_per_seq=PREDICTIONS[LONG_SEQ],
                 phase2_fraction=round(1 - paper.PRETRAINING["phase1_fraction"], 6))
-        name = f"{size}-{objective}" + _suffix(rates, vocab)
-        recipe = s.pretraining
+        name = f"{size}-{objective}" + _suffix(rates, vocab) + (
+            f"-{recipe.label}" if recipe.label else "")
         command = PretrainCommand(
             config=size, objective=objective,
             train_files=os.path.join(self.runs[data].out_dir, "part-*"),
@@ -279,16 +283,17 @@ class Planner:
             save_checkpoints_steps=recipe.checkpoint_every,
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
             eval_every=recipe.eval_every, eval_steps=s.eval_sequences // recipe.batch_size, log_every=s.log_every,
-            **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
+            **phase2, export_steps=self._export_steps(size, objective, rates, vocab, recipe),
             ltr_predictions=(s.ltr_predictions or None) if objective == "ltr" else None,
-            steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None)
+            steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None,
+            dropout=recipe.dropout)
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
                           "hidden": hidden, "heads": heads,
                           "parameters": models.parameters(size), "objective": objective,
                           "mask_rates": list(rates), "vocab": vocab, "steps": recipe.steps,
                           "ltr_predictions": command.ltr_predictions,
-                          "batch_size": recipe.batch_size}}
+                          "batch_size": recipe.batch_size, "dropout": recipe.dropout}}
         return self.add(Run(self._id("pretrain", name), "pretrain", command.MODULE,
                             command.argv(), command.model_dir, needs=tuple(needs),
                             cells=tuple(cells), info=info,
@@ -299,15 +304,15 @@ class Planner:
         chosen = distribution(self.strategy, self.tpu, PretrainCommand.MODULE)
         return dataclasses.replace(chosen, precision=recipe.precision or chosen.precision)
 
-    def _export_steps(self, size, objective, rates, vocab) -> tuple:
+    def _export_steps(self, size, objective, rates, vocab, recipe: Pretraining) -> tuple:
         """Intermediate exports for Figure 5: the ablation model's MLM and LTR runs. Known
         here, not asked for by Figure 5, because Table 5 plans the same run first and
         its command must not change."""
         s = self.scale
-        if (size, rates, vocab) != (s.ablation_size, PAPER_RATES, "uncased") or \
-                objective not in ("nsp", "ltr"):
+        if (size, rates, vocab, recipe) != (s.ablation_size, PAPER_RATES, "uncased",
+                                            s.pretraining) or objective not in ("nsp", "ltr"):
             return ()
-        return tuple(step for step in s.figure5_steps if step < s.pretraining.steps)
+        return tuple(step for step in s.figure5_steps if step < recipe.steps)
 
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, job: FinetuneJob) -> Optional[str]:

@@ -85,6 +85,8 @@ def _model_label(info: dict) -> str:
         label += f" ({model['parameters'] / 1e6:.1f}M)"
     if model.get("steps"):
         label += f", {model['steps']} steps x {model['batch_size']}"
+    if model.get("dropout") is not None:  # else the size's 0.1, as in the paper
+        label += ", no dropout" if model["dropout"] == 0 else f", dropout {model['dropout']}"
     return label
 
 
