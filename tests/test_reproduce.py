@@ -135,17 +135,24 @@ def test_missing_data_gives_reasons_not_runs(fake_data, tmp_path):
     assert notes and "20k" in notes[0]
 
 
-def test_cpu_plan_pretrains_every_model_by_one_recipe_in_units(fake_data, tmp_path):
+def test_cpu_plan_pretrains_each_tables_models_by_one_recipe_in_units(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
     pretrain = [r for r in plan.runs.values() if r.stage == "pretrain"]
     assert {r.info["model"]["size"] for r in pretrain} == {"tiny", "mini"}
-    # Equal budget for every size, objective and masking (Tables 5, 6 and 8).
-    recipe = CPU.pretraining
+    # Equal budget for every objective and masking (Tables 5 and 8, Figure 5), and for
+    # every size (Table 6), each table's runs named by its recipe.
+    table6 = {r.run_id for r in pretrain if "table6" in r.tables}
+    assert table6 == {"cpu.pretrain.tiny-nsp", "cpu.pretrain.mini-nsp"}
+    assert CPU.table6_pretraining.steps < CPU.pretraining.steps
     for run in pretrain:
+        recipe = CPU.table6_pretraining if run.run_id in table6 else CPU.pretraining
+        assert run.run_id.endswith(f"-{recipe.label}" if recipe.label else "-nsp")
         args = dict(zip(run.args[::2], run.args[1::2]))
         assert (int(args["--num_train_steps"]), int(args["--global_batch_size"]),
                 float(args["--learning_rate"]), args["--precision"]) == (
             recipe.steps, recipe.batch_size, recipe.learning_rate, recipe.precision)
+        assert (None if "--dropout" not in args else float(args["--dropout"])) \
+            == recipe.dropout == run.info["model"]["dropout"]
         # The same held-out sequences for every size: per-sequence losses pair up.
         assert int(args["--eval_steps"]) * recipe.batch_size == CPU.eval_sequences
         # LTR scores 20 sampled next tokens, as many predictions as MLM: the same cost.
@@ -190,13 +197,15 @@ def test_select_keeps_dependencies(fake_data, tmp_path):
 
 def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
-    pretrain = plan.runs["cpu.pretrain.tiny-nsp"]
+    pretrain = plan.runs["cpu.pretrain.tiny-nsp-960k"]
     assert pretrain.unavailable is None
-    assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "600,1800"
-    early = plan.runs["cpu.finetune.tiny-nsp@600.mnli"]
-    assert early.unavailable is None and early.info["pretrain_step"] == 600
+    assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "3000,7500"
+    early = plan.runs["cpu.finetune.tiny-nsp-960k@3000.mnli"]
+    assert early.unavailable is None and early.info["pretrain_step"] == 3000
     checkpoint = early.args[early.args.index("--init_checkpoint") + 1]
-    assert checkpoint == os.path.join(pretrain.out_dir, "export_600")
+    assert checkpoint == os.path.join(pretrain.out_dir, "export_3000")
+    # Table 6's Tiny, on its own recipe, is not Figure 5's: no exports.
+    assert "--export_steps" not in plan.runs["cpu.pretrain.tiny-nsp"].args
 
 
 def test_every_table_has_an_experiment_and_paper_numbers():
@@ -715,6 +724,16 @@ def test_tables_show_ours_paper_diff_and_na(synthetic_results):
     assert na["status"] == "unavailable" and math.isnan(na["ours"])
     figure5 = (synthetic_results / "tables" / "figure5.md").read_text()
     assert "| MLM |" in figure5 and "50.0" in figure5 and "55.0" in figure5
+
+
+def test_a_models_label_says_how_it_was_pretrained():
+    model = {"size": "tiny", "label": "L2/H128/A2", "parameters": 4.4e6, "steps": 15000,
+             "batch_size": 64}
+    base = "tiny L2/H128/A2 (4.4M), 15000 steps x 64"
+    assert tables._model_label({"model": model}) == base  # records from before the field
+    assert tables._model_label({"model": {**model, "dropout": None}}) == base  # the size's
+    assert tables._model_label({"model": {**model, "dropout": 0.0}}) == base + ", no dropout"
+    assert tables._model_label({"model": {**model, "dropout": 0.05}}) == base + ", dropout 0.05"
 
 
 def test_tables_leave_out_runs_whose_pretraining_was_redone(tmp_path):
