@@ -219,17 +219,20 @@ _CPU_MAIN.update({
                          max_eval_examples=1000)})
 # The ablation models' tasks carry the findings (results/tables/findings.md): 3 restarts
 # each, whole dev sets, and as much training data as a sitting leaves after the
-# pretraining: Tiny fine-tunes at 380-410 examples/s on SST-2, MNLI and MRPC, 190 on
-# CoNLL-2003 and 110 on SQuAD (measured alone, 2026-11-26; 2-5x that on the AVX-512
-# machine since: reproduce.cost_model.CPU_FINETUNE): ~40 minutes for the tiny-nsp unit.
-# SQuAD gets 10k questions (the issue's floor); its claims are gaps of 7-10 F1 in the
-# paper (No NSP > LTR, + BiLSTM helps LTR).
+# pretraining. SQuAD gets 10k questions (the issue's floor); its claims are gaps of 7-10
+# F1 in the paper (No NSP > LTR, + BiLSTM helps LTR). The rate is picked on dev from two,
+# as the paper picks from its grid: these models underfit at the paper's rates and at the
+# 1e-4 the plan used until 2026-12-05, where the 960k Tiny ended its 3 epochs of SST-2 at a
+# training loss of 0.54 and dev accuracy 67.9 (3 restarts), below the plateau model's 72.7;
+# one restart each at 3e-4 / 1e-3 gave SST-2 74.8 / 75.9, and at 3e-4 MNLI-m 49.0
+# against 40.8 at 1e-4 (results/README.md, "Progress of the 960k plan").
+_ABLATION_RATES = (3e-4, 1e-3)
 _CPU_ABLATION = {
-    "mnli": Finetune(learning_rates=(1e-4,), seeds=3),  # the 20k-pair train sample, all
-    "qnli": Finetune(learning_rates=(1e-4,), seeds=3),
-    "mrpc": Finetune(learning_rates=(1e-4,), seeds=3),
-    "sst2": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=10_000),
-    "squad1.1": Finetune(learning_rates=(1e-4,), seeds=3, max_train_examples=10_000),
+    "mnli": Finetune(learning_rates=_ABLATION_RATES, seeds=3),  # the 20k-pair sample, all
+    "qnli": Finetune(learning_rates=_ABLATION_RATES, seeds=3),
+    "mrpc": Finetune(learning_rates=_ABLATION_RATES, seeds=3),
+    "sst2": Finetune(learning_rates=_ABLATION_RATES, seeds=3, max_train_examples=10_000),
+    "squad1.1": Finetune(learning_rates=_ABLATION_RATES, seeds=3, max_train_examples=10_000),
     # NER needs a higher rate on Tiny: at 1e-4 the tiny-nsp model tagged everything "O"
     # (F1 0, 3 restarts); at 5e-4 it reached dev F1 33.9 (1 restart, 2026-11-26).
     "conll2003": Finetune(learning_rates=(5e-4,), seeds=3, max_train_examples=5000),
