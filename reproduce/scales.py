@@ -225,7 +225,7 @@ _CPU_MAIN.update({
 # 1e-4 the plan used until 2026-12-05, where the 960k Tiny ended its 3 epochs of SST-2 at a
 # training loss of 0.54 and dev accuracy 67.9 (3 restarts), below the plateau model's 72.7;
 # one restart each at 3e-4 / 1e-3 gave SST-2 74.8 / 75.9, and at 3e-4 MNLI-m 49.0
-# against 40.8 at 1e-4 (results/README.md, "Progress of the 960k plan").
+# against 40.7 at 1e-4 (results/README.md, "Progress of the 960k plan").
 _ABLATION_RATES = (3e-4, 1e-3)
 _CPU_ABLATION = {
     "mnli": Finetune(learning_rates=_ABLATION_RATES, seeds=3),  # the 20k-pair sample, all
@@ -247,8 +247,9 @@ _CPU_ABLATION = {
 # (15,000 and 18,000 steps) ended at 28.1% and 28.0% held-out masked-LM accuracy,
 # after leaving the plateau at 300-550k sequences; every
 # objective and masking of these tables ran under it to 350-475k sequences without the
-# collapse that 4e-3 gave 100/0/0 and 0/0/100. 70 minutes of Tiny in mixed_bfloat16 on
-# an AMX or AVX-512 BF16 CPU, so a unit (it and its fine-tuning) fits a sitting.
+# collapse that 4e-3 gave 100/0/0 and 0/0/100. 62 minutes of Tiny in mixed_bfloat16 on
+# the AVX-512 BF16 EPYC, 75 on the AMX Xeon with the test suite beside it, so a unit (it
+# and its fine-tuning) fits a sitting.
 _CPU_RECIPE = Pretraining(steps=15_000, batch_size=64, learning_rate=1e-3, warmup_steps=300,
                           checkpoint_every=600, eval_every=600, precision="mixed_bfloat16",
                           dropout=0.0, label="960k")
