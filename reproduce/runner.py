@@ -494,8 +494,10 @@ def run_plan(plan: Plan, output_dir: str, data_dir: str, echo: bool = True,
 
     jobs: how many runs at once. Short runs are dominated by single-threaded start-up
     (imports, model build, tracing), so two at a time nearly halve a rehearsal on two
-    cores; pretraining runs alone (`_runs_alone`). With jobs > 1 the CLIs' output goes to
-    their logs only, not interleaved on the terminal.
+    cores; pretraining runs alone (`_runs_alone`). With jobs > 1 the runs that may start
+    go longest estimate first, so that a long run does not begin last and end a sitting
+    alone on a core, and the CLIs' output goes to their logs only, not interleaved on the
+    terminal.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -505,12 +507,15 @@ def run_plan(plan: Plan, output_dir: str, data_dir: str, echo: bool = True,
     echo = echo and jobs == 1
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         while pending or running:
-            for run in [r for r in pending if not waits(r)]:
+            ready = [r for r in pending if not waits(r)]
+            if jobs > 1:  # sorted() is stable: equal estimates keep plan order
+                ready = sorted(ready, key=lambda r: -(r.estimate_s or 0.0))
+            for run in ready:
                 settled, status = _settle(run, plan, final, output_dir, remake)
                 if settled is None:
                     alone = _runs_alone(run) or any(map(_runs_alone, running.values()))
                     if len(running) >= jobs or (alone and running):
-                        break  # plan order: no run overtakes one that waits for a slot
+                        break  # no run overtakes one that waits for a slot
                     running[pool.submit(_start, run, plan, status, output_dir, data_dir,
                                         echo)] = run
                 else:

@@ -483,6 +483,16 @@ def test_two_jobs_overlap_and_dependents_wait(fake_cli, tmp_path):
     assert c_began >= a_ended  # c waited for the run it needs
 
 
+def test_two_jobs_start_the_longest_estimate_first(fake_cli, tmp_path):
+    out = str(tmp_path / "results")
+    plan = _fake_plan(tmp_path, {"a": "ok", "b": "ok", "d": "ok"})
+    runs = {k: dataclasses.replace(r, estimate_s=100.0 if k.endswith(".d") else 1.0)
+            for k, r in plan.runs.items()}
+    plan = dataclasses.replace(plan, runs=runs)
+    assert set(run_plan(plan, out, str(tmp_path), echo=False, jobs=2).values()) == {"finished"}
+    assert _span(tmp_path, "d")[0] < _span(tmp_path, "b")[0]  # plan order would start b first
+
+
 def test_pretraining_runs_alone(fake_cli, tmp_path):
     out = str(tmp_path / "results")
     plan = _fake_plan(tmp_path, {"a": "slow", "b": "ok"})
