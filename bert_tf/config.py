@@ -113,7 +113,8 @@ class BertConfig:
 
 # (layers, hidden, heads) -> parameters with pooler at vocab 30,522 (checked in tests).
 # tiny..medium are the Turc et al. (2019) small BERTs; base/large the paper's;
-# "LxH_A" names are the extra rows of the paper's Table 6.
+# "LxH_A" names are sizes without a name: the extra rows of the paper's Table 6, and
+# L4_H128_A2 (Turc et al.'s, unnamed there), the cpu scale's larger Table 6 model.
 SIZES = {
     #                 L   H     A      params
     "tiny":         (2,  128,  2),   #   4.4M
@@ -126,6 +127,7 @@ SIZES = {
     "L6_H768_A3":   (6,  768,  3),   #  67.0M
     "L6_H768_A12":  (6,  768,  12),  #  67.0M
     "L12_H1024_A16": (12, 1024, 16),  # 184.0M
+    "L4_H128_A2":   (4,  128,  2),   #   4.8M
 }
 
 

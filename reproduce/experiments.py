@@ -17,7 +17,7 @@ from reproduce import models
 from reproduce import paper_numbers as paper
 from reproduce.commands import STRATEGIES
 from reproduce.plan import PAPER_RATES, Cell, FinetuneJob, Plan, Planner
-from reproduce.scales import SCALES, Pretraining
+from reproduce.scales import SCALES
 
 BASE_ROWS = ("BERT-BASE", "BERT-LARGE")
 # The small GLUE sets, where the paper ran "several random restarts" of BERT-LARGE.
@@ -26,12 +26,10 @@ _SMALL_GLUE = ("cola", "stsb", "mrpc", "rte", "wnli")
 
 # --------------------------------------------------------------------------- models
 def _ablation_model(planner: Planner, objective: str = "nsp", rates: tuple = PAPER_RATES,
-                    size: Optional[str] = None, cells: tuple = (),
-                    recipe: Optional[Pretraining] = None) -> str:
-    """The pretrain run_id of a Tables 5, 6, 8 / Figure 5 model (equal budget for all
-    the models of a table)."""
+                    size: Optional[str] = None, cells: tuple = ()) -> str:
+    """The pretrain run_id of a Tables 5, 6, 8 / Figure 5 model (equal budget for all)."""
     return planner.pretrain(size or planner.scale.ablation_size, objective, rates,
-                            cells=cells, recipe=recipe)
+                            cells=cells)
 
 
 def _main_model(planner: Planner, row: str, cased: bool = False) -> Optional[str]:
@@ -120,8 +118,7 @@ def table6(planner: Planner) -> None:
         row = next((label for label, (_, name) in paper.TABLE6_SIZES.items()
                     if name == size), models.size_label(size))
         model = _ablation_model(planner, size=size,
-                                cells=(Cell("table6", row, "LM ppl", "mlm_perplexity"),),
-                                recipe=s.table6_pretraining)
+                                cells=(Cell("table6", row, "LM ppl", "mlm_perplexity"),))
         for task, column in (("mnli", "MNLI-m"), ("mrpc", "MRPC"), ("sst2", "SST-2")):
             planner.finetune(FinetuneJob(task, model, s.ablation[task],
                                          cells=(Cell("table6", row, column, "accuracy"),)))

@@ -252,12 +252,10 @@ class Planner:
 
     # ------------------------------------------------------------------ pretraining
     def pretrain(self, size: str, objective: str = "nsp", rates: tuple = PAPER_RATES,
-                 vocab: str = "uncased", cells: tuple = (),
-                 recipe: Optional[Pretraining] = None) -> str:
-        """The run_id of a pretraining run (with its data runs); `recipe`: the scale's
-        `pretraining` where None."""
+                 vocab: str = "uncased", cells: tuple = ()) -> str:
+        """The run_id of a pretraining run (with its data runs)."""
         s = self.scale
-        recipe = recipe or s.pretraining
+        recipe = s.pretraining
         data = self.data(objective, rates, vocab, SEQ, heldout=False)
         heldout = self.data(objective, PAPER_RATES, vocab, SEQ, heldout=True)
         needs = [data, heldout]
@@ -283,7 +281,7 @@ class Planner:
             save_checkpoints_steps=recipe.checkpoint_every,
             eval_files=os.path.join(self.runs[heldout].out_dir, "part-*"),
             eval_every=recipe.eval_every, eval_steps=s.eval_sequences // recipe.batch_size, log_every=s.log_every,
-            **phase2, export_steps=self._export_steps(size, objective, rates, vocab, recipe),
+            **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
             ltr_predictions=(s.ltr_predictions or None) if objective == "ltr" else None,
             steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None,
             dropout=recipe.dropout)
@@ -304,15 +302,15 @@ class Planner:
         chosen = distribution(self.strategy, self.tpu, PretrainCommand.MODULE)
         return dataclasses.replace(chosen, precision=recipe.precision or chosen.precision)
 
-    def _export_steps(self, size, objective, rates, vocab, recipe: Pretraining) -> tuple:
+    def _export_steps(self, size, objective, rates, vocab) -> tuple:
         """Intermediate exports for Figure 5: the ablation model's MLM and LTR runs. Known
         here, not asked for by Figure 5, because Table 5 plans the same run first and
         its command must not change."""
         s = self.scale
-        if (size, rates, vocab, recipe) != (s.ablation_size, PAPER_RATES, "uncased",
-                                            s.pretraining) or objective not in ("nsp", "ltr"):
+        if (size, rates, vocab) != (s.ablation_size, PAPER_RATES, "uncased") or \
+                objective not in ("nsp", "ltr"):
             return ()
-        return tuple(step for step in s.figure5_steps if step < recipe.steps)
+        return tuple(step for step in s.figure5_steps if step < s.pretraining.steps)
 
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, job: FinetuneJob) -> Optional[str]:

@@ -50,8 +50,8 @@ class Pretraining:
         checkpoint_every, eval_every: steps between checkpoints and held-out evaluations.
         precision: bert_tf.pretrain's --precision; None: its default (float32).
         dropout: bert_tf.pretrain's --dropout (both rates); None: the size's, 0.1.
-        label: added to the names of its runs ("tiny-nsp-LABEL"), so that a scale's
-            two recipes (`Scale.table6_pretraining`) never share a run's name.
+        label: added to the names of its runs ("tiny-nsp-LABEL"), so that a recipe's
+            runs never take the name (and the records) of an earlier recipe's.
     """
     steps: int
     batch_size: int
@@ -72,11 +72,7 @@ class Scale:
         name, description: for the printed plan.
         train_corpus, heldout_corpus: globs under DATA_DIR/pretraining.
         dupe_factor, data_workers: create_pretraining_data settings.
-        pretraining: the pretraining of every model (`Pretraining`), but for Table 6's
-            where `table6_pretraining` is set.
-        table6_pretraining: the pretraining of Table 6's sizes where the largest cannot
-            afford `pretraining` (every size gets it, so that they compare at equal
-            budget, as in the paper); None: `pretraining`.
+        pretraining: the pretraining of every model (`Pretraining`).
         phase2: the paper's last 10% of steps at 512 tokens.
         eval_sequences: held-out sequences per evaluation (the same for every size, so
             that their per-sequence losses pair up); log_every: steps between log lines.
@@ -136,15 +132,11 @@ class Scale:
     bilstm_tasks: Optional[tuple] = None
     figure5_points: Optional[Finetune] = None
     ltr_predictions: int = 0
-    table6_pretraining: Optional[Pretraining] = None
 
     def __post_init__(self):
-        for recipe in (self.pretraining, self.table6_pretraining or self.pretraining):
-            if self.eval_sequences % recipe.batch_size:
-                raise ValueError(f"{self.name}: eval_sequences {self.eval_sequences} is not "
-                                 f"a multiple of the pretraining batch size")
-        if self.table6_pretraining and self.table6_pretraining.label == self.pretraining.label:
-            raise ValueError(f"{self.name}: table6_pretraining needs a label of its own")
+        if self.eval_sequences % self.pretraining.batch_size:
+            raise ValueError(f"{self.name}: eval_sequences {self.eval_sequences} is not "
+                             f"a multiple of the pretraining batch size")
         last = self.pretraining.steps
         if self.figure5_steps[-1] != last or any(s > last for s in self.figure5_steps):
             raise ValueError(f"{self.name}: figure5_steps {self.figure5_steps} must end at "
@@ -237,8 +229,8 @@ _CPU_ABLATION = {
     # (F1 0, 3 restarts); at 5e-4 it reached dev F1 33.9 (1 restart, 2026-11-26).
     "conll2003": Finetune(learning_rates=(5e-4,), seeds=3, max_train_examples=5000),
 }
-# Pretraining of the models of Tables 5 and 8 and Figure 5 (BERT-Tiny): one recipe for
-# every objective and masking, as in the paper, the one that took Tiny furthest in the
+# Pretraining of every model of Tables 5, 6 and 8 and Figure 5: one recipe for every
+# objective, masking and size, as in the paper, the one that took Tiny furthest in the
 # recipe search (results/pretraining/recipe_search/README.md, "Dropout off at 1e-3"):
 # 15,000 steps of 64 at a peak rate of 1e-3, without dropout (the paper: 0.1, with which
 # Tiny stayed on the unigram plateau through 800k sequences at this rate; without it the
@@ -253,27 +245,24 @@ _CPU_ABLATION = {
 _CPU_RECIPE = Pretraining(steps=15_000, batch_size=64, learning_rate=1e-3, warmup_steps=300,
                           checkpoint_every=600, eval_every=600, precision="mixed_bfloat16",
                           dropout=0.0, label="960k")
-# Table 6 compares sizes at one budget, and Mini's 100 minutes buy 269k sequences
-# (~45-60 sequences/s), a quarter of the recipe above: both sizes get this one, the
-# recipe every model had until 2026-12-05 (dropout 0.1; its search: "BERT-Mini" in the
-# recipe search). Both models stay on the plateau at this budget (Tiny 14.1%, Mini 15.1%),
-# which results/README.md says; Tiny with it reproduced Table 6's perplexity and MNLI-m
-# gaps (results/pretraining/table6_one_recipe).
-_CPU_TABLE6_RECIPE = Pretraining(steps=4_200, batch_size=64, learning_rate=1e-3,
-                                 warmup_steps=300, checkpoint_every=600, eval_every=600,
-                                 precision="mixed_bfloat16")
 CPU = Scale(
     name="cpu",
-    description="one 2-core CPU machine: MiniLM for Tables 1, 2, 3, 7; Tiny pretrained "
-                "on 960k sequences for Tables 5, 8 and Figure 5; Tiny and Mini on 269k "
-                "each for Table 6",
+    description="one 2-core CPU machine: MiniLM for Tables 1, 2, 3, 7; Tiny (and L4/H128 "
+                "for Table 6) pretrained on 960k sequences for Tables 5, 6, 8 and Figure 5",
     train_corpus=TRAIN, heldout_corpus=HELDOUT,
-    # One pass over ~145 MB gives ~300k sequences: Table 6's runs read it about once,
-    # the others about three times.
+    # One pass over ~145 MB gives ~300k sequences, which the recipe reads about 3 times.
     dupe_factor=1, data_workers=2,
-    pretraining=_CPU_RECIPE, table6_pretraining=_CPU_TABLE6_RECIPE,
+    pretraining=_CPU_RECIPE,
     phase2=False, eval_sequences=2560, log_every=100,
-    ablation_size="tiny", table6_sizes=("tiny", "mini"),
+    # Table 6 compares sizes at the paper's one budget for all. BERT-Mini (L4/H256) runs at
+    # ~45-95 sequences/s here, so the recipe's 960k sequences would take it 3-6 hours, and
+    # the 269k its 100 minutes buy leave every model on the unigram plateau (Tiny 14.1%,
+    # Mini 15.1% held-out masked-LM accuracy; the recipe search's "BERT-Mini"), where sizes
+    # differ by little. L4/H128, Tiny at Mini's depth (Turc et al.'s small BERT of that
+    # shape), costs ~1.4x Tiny's step by FLOPs (the 30,522-way output layer is much of
+    # Tiny's), so it gets the recipe's whole budget in one sitting, and Tiny's row is Table
+    # 5's model.
+    ablation_size="tiny", table6_sizes=("tiny", "L4_H128_A2"),
     mask_rows=("80/10/10", "100/0/0", "0/0/100"),
     # On the plateau, as the plateau ends (300-550k sequences), and the end.
     figure5_steps=(3000, 7500, 15_000), figure5_task="mnli",

@@ -138,15 +138,15 @@ def test_missing_data_gives_reasons_not_runs(fake_data, tmp_path):
 def test_cpu_plan_pretrains_each_tables_models_by_one_recipe_in_units(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
     pretrain = [r for r in plan.runs.values() if r.stage == "pretrain"]
-    assert {r.info["model"]["size"] for r in pretrain} == {"tiny", "mini"}
-    # Equal budget for every objective and masking (Tables 5 and 8, Figure 5), and for
-    # every size (Table 6), each table's runs named by its recipe.
+    assert {r.info["model"]["size"] for r in pretrain} == {"tiny", "L4_H128_A2"}
+    # Equal budget for every objective, masking and size (Tables 5, 6 and 8, Figure 5),
+    # the runs named by the recipe; Table 6's Tiny is Table 5's model.
     table6 = {r.run_id for r in pretrain if "table6" in r.tables}
-    assert table6 == {"cpu.pretrain.tiny-nsp", "cpu.pretrain.mini-nsp"}
-    assert CPU.table6_pretraining.steps < CPU.pretraining.steps
+    assert table6 == {"cpu.pretrain.tiny-nsp-960k", "cpu.pretrain.L4_H128_A2-nsp-960k"}
+    assert {"table5", "table6"} <= set(plan.runs["cpu.finetune.tiny-nsp-960k.mrpc"].tables)
+    recipe = CPU.pretraining
     for run in pretrain:
-        recipe = CPU.table6_pretraining if run.run_id in table6 else CPU.pretraining
-        assert run.run_id.endswith(f"-{recipe.label}" if recipe.label else "-nsp")
+        assert run.run_id.endswith(f"-{recipe.label}")
         args = dict(zip(run.args[::2], run.args[1::2]))
         assert (int(args["--num_train_steps"]), int(args["--global_batch_size"]),
                 float(args["--learning_rate"]), args["--precision"]) == (
@@ -204,8 +204,8 @@ def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
     assert early.unavailable is None and early.info["pretrain_step"] == 3000
     checkpoint = early.args[early.args.index("--init_checkpoint") + 1]
     assert checkpoint == os.path.join(pretrain.out_dir, "export_3000")
-    # Table 6's Tiny, on its own recipe, is not Figure 5's: no exports.
-    assert "--export_steps" not in plan.runs["cpu.pretrain.tiny-nsp"].args
+    # Figure 5 is Tiny's: Table 6's larger model has no exports.
+    assert "--export_steps" not in plan.runs["cpu.pretrain.L4_H128_A2-nsp-960k"].args
 
 
 def test_every_table_has_an_experiment_and_paper_numbers():
