@@ -257,11 +257,11 @@ CPU = Scale(
     # Table 6 compares sizes at the paper's one budget for all. BERT-Mini (L4/H256) runs at
     # ~45-95 sequences/s here, so the recipe's 960k sequences would take it 3-6 hours, and
     # the 269k its 100 minutes buy leave every model on the unigram plateau (Tiny 14.1%,
-    # Mini 15.1% held-out masked-LM accuracy; the recipe search's "BERT-Mini"), where sizes
-    # differ by little. L4/H128, Tiny at Mini's depth (Turc et al.'s small BERT of that
-    # shape), costs ~1.4x Tiny's step by FLOPs (the 30,522-way output layer is much of
-    # Tiny's), so it gets the recipe's whole budget in one sitting, and Tiny's row is Table
-    # 5's model.
+    # Mini 15.1% held-out masked-LM accuracy; the recipe search's "BERT-Mini"): a size
+    # comparison of models that hardly use the context. L4/H128, Tiny at Mini's depth
+    # (Turc et al.'s small BERT of that shape), costs ~1.4x Tiny's step by FLOPs (the
+    # 30,522-way output layer is much of Tiny's), so it gets the recipe's whole budget in
+    # one sitting, and Tiny's row is Table 5's model.
     ablation_size="tiny", table6_sizes=("tiny", "L4_H128_A2"),
     mask_rows=("80/10/10", "100/0/0", "0/0/100"),
     # On the plateau, as the plateau ends (300-550k sequences), and the end.
