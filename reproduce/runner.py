@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,6 +205,18 @@ def _tail(path: str, lines: int = 30) -> str:
     return "\n".join(kept[-lines:])
 
 
+def _failure_reason(returncode: int, tail: str) -> str:
+    """Why a run's CLI ended with `returncode` != 0. Killed by a signal it does not handle
+    (negative status), its log's last line is whatever it printed before, not a cause."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"exit {returncode}: killed by {name}"
+    return f"exit {returncode}: {_error_line(tail)}"
+
+
 def _error_line(tail: str) -> str:
     """The most telling line of a failed run's output."""
     lines = tail.splitlines()
@@ -380,8 +393,7 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
                   wall_seconds=round(time.time() - started, 1))
     tail = _tail(log_path)
     if returncode != 0:
-        record.update(status="failed", reason=f"exit {returncode}: {_error_line(tail)}",
-                      log_tail=tail)
+        record.update(status="failed", reason=_failure_reason(returncode, tail), log_tail=tail)
     else:
         try:
             metrics, result, copied = _collect(run, os.path.join(record_dir, "files"))

@@ -380,6 +380,11 @@ FAKE_CLI = textwrap.dedent('''
     json.dump([began, time.time()], open(os.path.join(out, "span.json"), "w"))
     if mode == "fail":
         sys.exit("error: told to fail")
+    if mode == "killed":  # as glue_suite.run, which leaves SIGTERM to Python's default
+        import signal
+        print("step 52/948 (5%), loss 4.8653", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
     json.dump({"task": "mrpc", "metrics": {"accuracy": 80.0}, "learning_rate": 2e-5,
                "grid": {"best_learning_rate": 2e-5, "by_learning_rate": [
                    {"learning_rate": 2e-5, "runs": 2, "mean": {"accuracy": 79.0},
@@ -435,6 +440,16 @@ def test_finished_runs_are_skipped_and_interrupted_ones_rerun(fake_cli, tmp_path
     assert load_record(out, "t.finetune.b")["status"] == "finished"
     assert not [p for p in os.listdir(os.path.join(out, "runs", "t.finetune.b"))
                 if ".tmp" in p], "record.json is written atomically"
+
+
+def test_a_cli_killed_by_a_signal_is_recorded_as_killed_not_by_its_last_line(fake_cli,
+                                                                             tmp_path):
+    out = str(tmp_path / "results")
+    assert run_plan(_fake_plan(tmp_path, {"a": "killed"}), out, str(tmp_path),
+                    echo=False) == {"t.finetune.a": "failed"}
+    record = load_record(out, "t.finetune.a")
+    assert record["reason"] == "exit -15: killed by SIGTERM"
+    assert "step 52/948" in record["log_tail"]
 
 
 def test_sigterm_stops_the_running_cli_which_says_where_and_a_rerun_resumes(fake_cli,
