@@ -9,6 +9,11 @@ LayerNorm and biases), linear warmup then linear decay to 0, global-norm clip 1.
 mean cross-entropy over the masked positions + NSP cross-entropy. A run in
 mixed_bfloat16 is mirrored with bfloat16 autocast.
 
+A left-to-right run (`--objective ltr`) is mirrored by `BertLMHeadModel` (is_decoder=True,
+transformers' causal mask): each training sequence predicts the next token at
+`ltr_predictions` positions drawn here, uniformly without replacement among those whose
+next token is real (numpy, not the run's sampler); held-out loss over every next token.
+
     python results/pretraining/parity/hf_reference.py --pretrain_config RUN/pretrain_config.json \
         --output_csv hf_metrics.csv [--seed 0]
 
@@ -35,15 +40,19 @@ import transformers
 from record_arrays import load, record_batches  # beside this script
 
 
-def hf_model(bert_config: dict, seed: int) -> transformers.BertForPreTraining:
-    """The run's architecture (pretrain_config.json's "bert_config") as a fresh HF model."""
+def hf_model(bert_config: dict, seed: int, objective: str = "nsp"):
+    """The run's architecture (pretrain_config.json's "bert_config") as a fresh HF model:
+    `BertForPreTraining`, or for "ltr" the left-to-right `BertLMHeadModel`."""
     torch.manual_seed(seed)
     fields = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "hidden_act", "hidden_dropout_prob",
               "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
               "initializer_range", "layer_norm_eps")
-    return transformers.BertForPreTraining(
-        transformers.BertConfig(**{k: bert_config[k] for k in fields}))
+    config = transformers.BertConfig(**{k: bert_config[k] for k in fields},
+                                      is_decoder=objective == "ltr")
+    if objective == "ltr":
+        return transformers.BertLMHeadModel(config)
+    return transformers.BertForPreTraining(config)
 
 
 def optimizer_and_schedule(model, learning_rate: float, warmup: int, total: int):
@@ -90,6 +99,36 @@ def array_batches(features: dict, batch_size: int, seed: int | None, training: b
             return
 
 
+def next_token_targets(batch: dict, count: int | None, rng) -> tuple:
+    """LTR: (rows, positions) whose hidden state predicts input_ids[row, position + 1]:
+    `count` per sequence drawn uniformly without replacement among the positions whose
+    next token is real (fewer where a sequence is shorter), or every such position when
+    `count` is None."""
+    predicts_real = batch["input_mask"][:, 1:] > 0  # [B, T - 1]
+    if count is None:
+        return np.nonzero(predicts_real)
+    keys = np.where(predicts_real, rng.random(predicts_real.shape), -1.0)
+    chosen = np.argsort(-keys, axis=1)[:, :count]  # real positions first, in random order
+    rows = np.repeat(np.arange(len(keys)), chosen.shape[1])
+    positions = chosen.reshape(-1)
+    real = keys[rows, positions] >= 0
+    return rows[real], positions[real]
+
+
+def next_token_sums(model, batch: dict, device: str, count: int | None, rng) -> dict:
+    """LTR sums over a batch: next-token cross-entropy (a tensor, for the backward pass),
+    correct and count, at `next_token_targets`."""
+    inputs = {k: v for k, v in to_torch(batch, device).items()
+              if k in ("input_ids", "attention_mask", "token_type_ids")}
+    rows, positions = (torch.from_numpy(a).to(device)
+                       for a in next_token_targets(batch, count, rng))
+    hidden = model.bert(**inputs).last_hidden_state  # [B, T, H]
+    chosen = model.cls(hidden[rows, positions]).float()  # the LM head at the targets only
+    labels = inputs["input_ids"][rows, positions + 1]
+    return {"loss": torch.nn.functional.cross_entropy(chosen, labels, reduction="sum"),
+            "correct": int((chosen.argmax(-1) == labels).sum()), "count": len(labels)}
+
+
 def masked_lm_sums(model, inputs: dict) -> dict:
     """Sums over a batch: masked-LM cross-entropy, correct and count; NSP correct."""
     out = model(**{k: v for k, v in inputs.items()
@@ -102,6 +141,18 @@ def masked_lm_sums(model, inputs: dict) -> dict:
                                                  labels[chosen]).sum()),
             "count": int(chosen.sum()), "nsp_correct": int(nsp.sum()),
             "sequences": len(nsp)}
+
+
+def evaluate_ltr(model, heldout_batches, device: str, autocast) -> dict:
+    model.eval()
+    totals = dict.fromkeys(("loss", "correct", "count"), 0)
+    with torch.no_grad(), autocast():
+        for batch in heldout_batches():
+            for k, v in next_token_sums(model, batch, device, None, None).items():
+                totals[k] += float(v)
+    model.train()
+    return {"mlm_loss": totals["loss"] / totals["count"],
+            "mlm_accuracy": totals["correct"] / totals["count"]}
 
 
 def evaluate(model, heldout_batches, device: str, autocast) -> dict:
@@ -119,7 +170,9 @@ def evaluate(model, heldout_batches, device: str, autocast) -> dict:
 
 def train(config: dict, seed: int, output_csv: str, arrays: str | None, device: str) -> None:
     steps, warmup = config["num_train_steps"], config["num_warmup_steps"]
-    model = hf_model(config["bert_config"], seed).to(device)
+    ltr = config["objective"] == "ltr"
+    model = hf_model(config["bert_config"], seed, config["objective"]).to(device)
+    targets_rng = np.random.default_rng(seed)  # LTR: the positions each step predicts
     model.train()
     optimizer, schedule = optimizer_and_schedule(model, config["learning_rate"], warmup, steps)
     bfloat16 = config.get("precision") == "mixed_bfloat16"
@@ -138,20 +191,26 @@ def train(config: dict, seed: int, output_csv: str, arrays: str | None, device: 
     rows, started = [], time.perf_counter()
     for step in range(1, steps + 1):
         with autocast():
-            loss = model(**to_torch(next(batches), device)).loss
+            if ltr:
+                sums = next_token_sums(model, next(batches), device,
+                                       config["ltr_predictions"], targets_rng)
+                loss = sums["loss"] / sums["count"]
+            else:
+                loss = model(**to_torch(next(batches), device)).loss
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         if step % eval_every == 0 or step == steps:
-            metrics = evaluate(model, heldout_batches, device, autocast)
+            metrics = (evaluate_ltr if ltr else evaluate)(model, heldout_batches, device,
+                                                          autocast)
             rows.append({"step": step, "split": "eval", **metrics,
                          "mlm_perplexity": math.exp(metrics["mlm_loss"]),
                          "train_loss": loss.item(),
                          "elapsed_seconds": round(time.perf_counter() - started, 1)})
             print(f"step {step}: held-out mlm_loss {metrics['mlm_loss']:.4f} "
-                  f"acc {metrics['mlm_accuracy']:.4f} nsp {metrics['nsp_accuracy']:.4f}",
+                  f"acc {metrics['mlm_accuracy']:.4f} nsp {metrics.get('nsp_accuracy')}",
                   flush=True)
             write_csv(rows, output_csv)  # every evaluation: a stopped run keeps its curve
 
@@ -178,8 +237,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     with open(args.pretrain_config, encoding="utf-8") as f:
         config = json.load(f)
-    if config["objective"] != "nsp" or config.get("phase2_train_files"):
-        sys.exit("error: the reference covers the MLM + NSP objective, one phase")
+    if config["objective"] == "no_nsp" or config.get("phase2_train_files"):
+        sys.exit("error: the reference covers the MLM + NSP and LTR objectives, one phase")
+    if config["objective"] == "ltr" and not config.get("ltr_predictions"):
+        sys.exit("error: an LTR run to mirror needs --ltr_predictions (its targets per sequence)")
     train(config, args.seed, args.output_csv, args.arrays, args.device)
     return 0
 
