@@ -117,8 +117,9 @@ def predict(model, tokenizer, examples, args) -> dict[str, str]:
         context = examples[example_index].context_text
         is_context = np.array([s == 1 for s in enc.sequence_ids(i)])
         offsets = enc["offset_mapping"][i]
+        best_ends = np.argsort(ends[i])[::-1][:20]
         for s in np.argsort(starts[i])[::-1][:20]:
-            for e in np.argsort(ends[i])[::-1][:20]:
+            for e in best_ends:
                 if not (is_context[s] and is_context[e]) or e < s or e - s + 1 > 30:
                     continue
                 score = starts[i][s] + ends[i][e]
@@ -155,7 +156,8 @@ def main():
     train_examples = subsample(train_examples, args.max_train_examples,
                                get_task("squad1.1").kind)
     dev_path = readers.data_path("squad1.1", "dev", args.data_dir)
-    dev_examples, _ = readers.read_examples("squad1.1", "dev", args.data_dir)
+    dev_articles = readers.load_squad_json(dev_path)["data"]
+    dev_examples, _ = readers.squad_examples(dev_articles, version_2=False, training=False)
     dev_examples = dev_examples[:args.max_eval_examples]
 
     tokenizer = transformers.BertTokenizerFast.from_pretrained(args.checkpoint)
@@ -164,7 +166,7 @@ def main():
     data = training_windows(tokenizer, train_examples, args)
     final_loss = train(model, data, args)
     predictions = predict(model, tokenizer, dev_examples, args)
-    dev = squad_eval.select_questions(readers.load_squad_json(dev_path)["data"], predictions)
+    dev = squad_eval.select_questions(dev_articles, predictions)
     metrics = squad_eval.evaluate_v1(dev, predictions)
     result = {"checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
               "is_decoder": model.config.is_decoder, "metrics": metrics,
