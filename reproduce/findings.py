@@ -61,6 +61,14 @@ Verdicts:
   1M steps of 256 sequences for every size); a scale that gives each model what its
   wall-clock budget buys (cpu: the larger model sees fewer sequences) confounds the model
   with its budget, so the verdict is about the two models, not the two sizes.
+- "held-out accuracy after pretraining: A vs B" after the rows compared: each model's
+  masked-LM accuracy (LTR: next-token accuracy) on the held-out pretraining records, at
+  the last evaluation at or before the step it was fine-tuned from. It says whether a
+  model left the unigram plateau, where a masked LM predicts from word frequencies
+  alone: the recipe search's Tiny runs that stayed on it ended at 14-17% masked-LM
+  accuracy, those that left it at 24-28% (results/pretraining/recipe_search/README.md).
+  A claim between a model that left the plateau and one that did not compares how far
+  each got within the budget more than the objectives themselves.
 - Figure 5: MLM minus LTR at each pretraining step both were fine-tuned from; the paper
   gives only the sign ("outperforms it in absolute accuracy almost immediately").
 - "n/a (reason)": a cell the claim needs is missing or did not finish; "not computable
@@ -213,6 +221,18 @@ def _unequal_pretraining(cells: pd.DataFrame, claim: Claim, better: tuple, worse
     return f" (unequal pretraining: {_thousands(ours)} vs {_thousands(theirs)} sequences)"
 
 
+def _pretrained_accuracies(cells: pd.DataFrame, claim: Claim, better: tuple, worse: tuple) -> str:
+    """The compared models' held-out accuracy after pretraining (see HEADER), where both
+    sides were pretrained here, else ""."""
+    def accuracies(rows):
+        found = _claim_cells(cells, claim, rows).get("pretrained_accuracy", pd.Series(dtype=str))
+        return "/".join(sorted({a for a in found.dropna() if a}))
+    ours, theirs = accuracies(better), accuracies(worse)
+    if not ours or not theirs:
+        return ""
+    return f" (held-out accuracy after pretraining: {ours} vs {theirs})"
+
+
 def verdict(claim: Claim, low: float, high: float) -> str:
     """The verdict of an interval of our difference (oriented: > 0 agrees with the paper)."""
     if claim.as_good_as:
@@ -242,7 +262,8 @@ def evaluate(claim: Claim, cells: pd.DataFrame, estimates: dict) -> dict:
     low, high = delta.interval()
     row.update(our_delta=delta.value, ci_low=low, ci_high=high,
                compared=f"{_rows(better_rows)} vs {_rows(worse_rows)}"
-               + _unequal_pretraining(cells, claim, better_rows, worse_rows))
+               + _unequal_pretraining(cells, claim, better_rows, worse_rows)
+               + _pretrained_accuracies(cells, claim, better_rows, worse_rows))
     if math.isnan(low):
         return {**row, "verdict": f"not computable ({delta.reason or 'undefined metric'})"}
     return {**row, "verdict": verdict(claim, low, high)}

@@ -98,6 +98,35 @@ def _pretraining_sequences(info: dict) -> Optional[int]:
     return steps * model["batch_size"] if steps and model.get("batch_size") else None
 
 
+def heldout_evaluations(records: list, output_dir: str) -> dict:
+    """Pretraining run id -> [(step, held-out accuracy)] in step order, from the run's
+    metrics.csv (masked LM; next token for LTR). Runs without one are left out."""
+    evaluations = {}
+    for record in records:
+        path = os.path.join(output_dir, "runs", record.get("run_id", ""), "files", "metrics.csv")
+        if record.get("stage") != "pretrain" or not os.path.exists(path):
+            continue
+        rows = pd.read_csv(path)
+        rows = rows[rows["split"] == "eval"].sort_values("step")
+        evaluations[record["run_id"]] = list(zip(rows["step"], rows["mlm_accuracy"]))
+    return evaluations
+
+
+def _pretrained_accuracy(record: dict, evaluations: dict) -> str:
+    """'masked LM 27.7%': the held-out accuracy of the cell's model at the last evaluation
+    at or before the step it was taken from; "" for a checkpoint pretrained elsewhere."""
+    info = record.get("info") or {}
+    model = info.get("model") or {}
+    step = info.get("pretrain_step") or model.get("steps")
+    runs = [record.get("run_id")] + list(record.get("needs") or ())
+    for run in runs:
+        seen = [accuracy for s, accuracy in evaluations.get(run, ()) if step and s <= step]
+        if seen:
+            kind = "next token" if model.get("objective") == "ltr" else "masked LM"
+            return f"{kind} {seen[-1]:.1%}"
+    return ""
+
+
 def _reason(record: dict) -> str:
     status = record.get("status")
     if status == "running":
@@ -119,10 +148,12 @@ def _interval(estimate: Optional[statistics.Estimate]) -> tuple:
     return low, high, estimate.reason
 
 
-def cells_frame(records: list, estimates: Optional[dict] = None) -> pd.DataFrame:
+def cells_frame(records: list, estimates: Optional[dict] = None,
+                evaluations: Optional[dict] = None) -> pd.DataFrame:
     """One row per (scale, table, row, column) that some record fills; `estimates`
-    (`statistics.estimate_records`) give the intervals, absent: none."""
-    estimates = estimates or {}
+    (`statistics.estimate_records`) give the intervals, absent: none; `evaluations`
+    (`heldout_evaluations`) the pretrained models' held-out accuracy, absent: none."""
+    estimates, evaluations = estimates or {}, evaluations or {}
     rows = []
     for record in records:
         info = record.get("info") or {}
@@ -151,14 +182,15 @@ def cells_frame(records: list, estimates: Optional[dict] = None) -> pd.DataFrame
                 "size": (info.get("model") or {}).get("size"),
                 "task": info.get("task"), "pretrain_step": info.get("pretrain_step"),
                 "pretrain_sequences": _pretraining_sequences(info),
+                "pretrained_accuracy": _pretrained_accuracy(record, evaluations),
                 "degenerate": len(degenerate or ()) if finished else 0,
                 "notes": "; ".join(notes), "run_id": record.get("run_id"),
                 "wall_seconds": record.get("wall_seconds"),
             })
     columns = ["scale", "table", "row", "column", "metric", "status", "ours", "std", "seeds",
                "ci_low", "ci_high", "ci_note", "best_run", "paper", "paper_split", "diff",
-               "reason", "model", "parameters",
-               "size", "task", "pretrain_step", "pretrain_sequences", "degenerate", "notes",
+               "reason", "model", "parameters", "size", "task", "pretrain_step",
+               "pretrain_sequences", "pretrained_accuracy", "degenerate", "notes",
                "run_id", "wall_seconds"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -382,7 +414,7 @@ def build_tables(output_dir: str, data_dir: Optional[str] = None) -> list:
     tables_dir = os.path.join(output_dir, "tables")
     os.makedirs(tables_dir, exist_ok=True)
     estimates = statistics.estimate_records(records, output_dir, data_dir)
-    cells = cells_frame(records, estimates)
+    cells = cells_frame(records, estimates, heldout_evaluations(records, output_dir))
     runs = runs_frame(records)
     written = []
     for table in TABLES:

@@ -90,6 +90,41 @@ def test_a_cell_knows_the_sequences_its_model_was_pretrained_on():
     assert shipped["pretrain_sequences"].isna().all()
 
 
+def test_a_cell_knows_how_far_its_model_got_in_pretraining(tmp_path):
+    metrics = tmp_path / "runs" / "pre" / "files" / "metrics.csv"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("step,split,mlm_accuracy\n600,train,0.5\n600,eval,0.11\n"
+                       "1200,eval,0.15\n1800,eval,0.2\n")
+    evaluations = tables.heldout_evaluations(
+        [{"run_id": "pre", "stage": "pretrain"}, {"run_id": "ft", "stage": "finetune"}],
+        str(tmp_path))
+    assert evaluations == {"pre": [(600, 0.11), (1200, 0.15), (1800, 0.2)]}
+    model = {"label": "L2/H128/A2", "steps": 1800, "batch_size": 64, "objective": "nsp"}
+    record = {"run_id": "ft", "status": "running", "scale": "cpu", "needs": ["pre"],
+              "cells": [{"table": "table5", "row": "BERT-BASE", "column": "MNLI-m",
+                         "metric": "accuracy"}]}
+
+    def accuracy(info):
+        return tables.cells_frame([{**record, "info": info}], None,
+                                  evaluations)["pretrained_accuracy"].item()
+    assert accuracy({"model": model}) == "masked LM 20.0%"
+    # an export between evaluations: the last one before it
+    assert accuracy({"model": model, "pretrain_step": 1500}) == "masked LM 15.0%"
+    assert accuracy({"model": {**model, "objective": "ltr"}}) == "next token 20.0%"
+    assert accuracy({"model": {"label": "MiniLM"}}) == ""
+
+    claim = Claim("MLM+NSP > No NSP on MNLI-m", "table5", "MNLI-m", ("BERT-BASE",), ("No NSP",))
+    cells = _cells([("table5", "BERT-BASE", "MNLI-m", "ok", "a", None),
+                    ("table5", "No NSP", "MNLI-m", "ok", "b", None)])
+    estimates = {("a", "m"): Estimate(80.0, np.array([79.0, 81.0])),
+                 ("b", "m"): Estimate(70.0, np.array([69.0, 71.0]))}
+    assert findings.evaluate(claim, cells, estimates)["compared"] == "BERT-BASE vs No NSP"
+    cells["pretrained_accuracy"] = ["masked LM 27.7%", "masked LM 16.4%"]
+    assert findings.evaluate(claim, cells, estimates)["compared"] == (
+        "BERT-BASE vs No NSP (held-out accuracy after pretraining: masked LM 27.7% vs "
+        "masked LM 16.4%)")
+
+
 def test_the_best_of_several_rows_is_taken_per_resample():
     claim = next(c for c in findings.fixed_claims() if c.text.startswith("NER: fine-tuning"))
     cells = _cells([("table7", "Fine-tune BERT-BASE", "Dev F1", "ok", "ft", None),
