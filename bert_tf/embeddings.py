@@ -5,6 +5,7 @@ from keras import ops
 
 from bert_tf.dropout import Dropout
 from bert_tf.initializers import TruncatedNormal
+from bert_tf.layer_norm import LayerNorm
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -37,7 +38,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.segment_embedding = keras.layers.Embedding(
             type_vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="segment_embedding")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 

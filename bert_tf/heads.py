@@ -14,6 +14,7 @@ from keras import ops
 
 from bert_tf.dropout import Dropout
 from bert_tf.initializers import TruncatedNormal
+from bert_tf.layer_norm import LayerNorm
 from bert_tf.transformer_block import activation
 
 
@@ -48,9 +49,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(hidden_size, activation=activation(hidden_act),
                                             kernel_initializer=_init(initializer_range),
                                             dtype=self.dtype_policy, name="transform")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
-                                                          dtype=self.dtype_policy,
-                                                          name="layer_norm")
+        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                    name="layer_norm")
 
     def build(self, input_shape):
         self.transform.build((None, None, self.hidden_size))

@@ -33,8 +33,9 @@ import tensorflow as tf
 from keras import ops
 
 # Variables whose name (the last path component) contains one of these get no weight
-# decay: Keras names LayerNormalization's parameters gamma/beta (the original matched
-# "LayerNorm"), and every bias ("bias", "output_bias"), as in the original.
+# decay: Keras names LayerNormalization's parameters gamma/beta (bert_tf.layer_norm keeps
+# them; the original matched "LayerNorm"), and every bias ("bias", "output_bias"), as in
+# the original.
 NO_DECAY_NAMES = ("gamma", "beta", "bias")
 
 OPTIMIZERS = ("adamw", "lamb")

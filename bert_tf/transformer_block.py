@@ -8,6 +8,7 @@ from keras import ops
 from bert_tf.attention import SelfAttention, as_rows
 from bert_tf.dropout import Dropout
 from bert_tf.initializers import TruncatedNormal
+from bert_tf.layer_norm import LayerNorm
 
 
 @ops.custom_gradient
@@ -70,14 +71,14 @@ class TransformerBlock(keras.layers.Layer):
         policy = self.dtype_policy
         self.attention = SelfAttention(num_heads, hidden_size // num_heads, attention_dropout,
                                        initializer_range, dtype=policy, name="attention")
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
         self.intermediate = keras.layers.Dense(intermediate_size, activation=activation(hidden_act),
                                                kernel_initializer=init, dtype=policy,
                                                name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=policy,
                                                name="output")
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
         self.dropout_layer = Dropout(dropout, dtype=policy)
 

@@ -9,7 +9,8 @@ commit 57bed09), on BERT-Tiny's compiled pretraining step, in one process, round
                tf.tensor_scatter_nd_sub (which copies the [N, V] gradient first)
 
 Both: `bert_tf.pretrain_benchmark`'s step_alone (`Trainer`'s step: MLM + NSP, AdamW,
-clipping, on one batch of the records held in memory), batch 64 x 128, 20 predictions, float32.
+clipping, on one batch of the records held in memory), batch 64 x 128, 20 predictions,
+float32 (`--precision mixed_bfloat16` for the cpu plan's).
 
     python results/benchmark/mlm_xent_ab.py --train_files 'RECORDS/part-*' \\
         --vocab_file VOCAB --rounds 8
@@ -66,7 +67,7 @@ def pretrain_step(args, model_dir: str, patches: dict):
     for (owner, name), value in patches.items():
         setattr(owner, name, value)
     try:
-        _, _, step_alone, _ = pretrain_benchmark.ours(args, "float32", model_dir)
+        _, _, step_alone, _ = pretrain_benchmark.ours(args, args.precision, model_dir)
         step_alone()  # warm-up: the trace, under the patches
     finally:
         for (owner, name), value in originals.items():
@@ -76,13 +77,15 @@ def pretrain_step(args, model_dir: str, patches: dict):
 
 def parse_args(description: str) -> argparse.Namespace:
     """The command line of the step A/B scripts here (this one, prediction_slots_ab.py,
-    fused_adam_ab.py): the records, the vocabulary, steps per round and rounds."""
+    fused_adam_ab.py, layer_norm_ab.py): the records, the vocabulary, steps per round,
+    rounds and precision."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train_files", required=True)
     p.add_argument("--vocab_file", required=True)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"])
     return p.parse_args()
 
 
