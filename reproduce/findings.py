@@ -225,7 +225,7 @@ def _pretrained_accuracies(cells: pd.DataFrame, claim: Claim, better: tuple, wor
     """The compared models' held-out accuracy after pretraining (see HEADER), where both
     sides were pretrained here, else ""."""
     def accuracies(rows):
-        found = _claim_cells(cells, claim, rows).get("pretrained_accuracy", pd.Series(dtype=str))
+        found = _claim_cells(cells, claim, rows)["pretrained_accuracy"]
         return "/".join(sorted({a for a in found.dropna() if a}))
     ours, theirs = accuracies(better), accuracies(worse)
     if not ours or not theirs:

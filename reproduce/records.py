@@ -27,6 +27,11 @@ def record_path(output_dir: str, run_id: str) -> str:
     return os.path.join(output_dir, "runs", run_id, "record.json")
 
 
+def run_files_dir(output_dir: str, run_id: str) -> str:
+    """Where the runner keeps a run's small outputs beside its record (`outputs.files`)."""
+    return os.path.join(output_dir, "runs", run_id, "files")
+
+
 def load_record(output_dir: str, run_id: str) -> Optional[dict]:
     try:
         with open(record_path(output_dir, run_id), encoding="utf-8") as f:

@@ -29,8 +29,8 @@ from glue_suite import predictions
 from glue_suite.tasks import get_task
 from reproduce import partial
 from reproduce.plan import Plan, Run
-from reproduce.records import (base_record, load_record, now, record_path, run_status,
-                               write_record)
+from reproduce.records import (base_record, load_record, now, record_path, run_files_dir,
+                               run_status, write_record)
 from reproduce.report import duration
 
 # Small outputs copied next to the record (globs relative to the run's output directory).
@@ -396,7 +396,7 @@ def execute(run: Run, plan: Plan, output_dir: str, data_dir: str, echo: bool = T
         record.update(status="failed", reason=_failure_reason(returncode, tail), log_tail=tail)
     else:
         try:
-            metrics, result, copied = _collect(run, os.path.join(record_dir, "files"))
+            metrics, result, copied = _collect(run, run_files_dir(output_dir, run.run_id))
             record.update(status="finished", metrics=metrics, result=result)
             record["outputs"]["files"] = copied
             if run.stage == "finetune":

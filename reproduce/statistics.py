@@ -51,6 +51,7 @@ from bert_tf.cli import InputError
 from glue_suite import metrics as glue_metrics
 from glue_suite import predictions, readers, squad_eval, tfds_source
 from glue_suite.tasks import REGRESSION, SPAN, TOKEN, TaskSpec, get_task
+from reproduce.records import run_files_dir
 
 RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -416,8 +417,8 @@ def estimate(record: dict, metric: str, output_dir: str, data_dir: Optional[str]
     """A finished record's cell: its number (`seed_statistics`) and, where the record
     carries per-example outputs (OUTPUT_DIR/runs/<run id>/files), its bootstrap
     replicates (the gold read under `data_dir`: `split_gold`)."""
-    files_dir = os.path.join(output_dir, "runs", record.get("run_id", ""), "files")
-    return files_estimate(record, metric, files_dir, data_dir, resamples)
+    return files_estimate(record, metric, run_files_dir(output_dir, record.get("run_id", "")),
+                          data_dir, resamples)
 
 
 def files_estimate(record: dict, metric: str, files_dir: str, data_dir: Optional[str] = None,

@@ -43,7 +43,7 @@ from reproduce import findings, plots
 from reproduce import paper_numbers as paper
 from reproduce import statistics
 from reproduce.experiments import TABLES
-from reproduce.records import load_records, mark_stale, record_path
+from reproduce.records import load_records, mark_stale, record_path, run_files_dir
 from reproduce.statistics import seed_statistics
 
 EXTRA_COLUMNS = {"table1": ("WNLI",)}  # measured, not in the paper's table
@@ -103,7 +103,7 @@ def heldout_evaluations(records: list, output_dir: str) -> dict:
     metrics.csv (masked LM; next token for LTR). Runs without one are left out."""
     evaluations = {}
     for record in records:
-        path = os.path.join(output_dir, "runs", record.get("run_id", ""), "files", "metrics.csv")
+        path = os.path.join(run_files_dir(output_dir, record.get("run_id", "")), "metrics.csv")
         if record.get("stage") != "pretrain" or not os.path.exists(path):
             continue
         rows = pd.read_csv(path)
@@ -396,7 +396,7 @@ def collect_glue_submission(records: list, output_dir: str) -> list:
         for relative in (record.get("outputs") or {}).get("files", []):
             if not relative.startswith("submission/"):
                 continue
-            source = os.path.join(output_dir, "runs", record["run_id"], "files", relative)
+            source = os.path.join(run_files_dir(output_dir, record["run_id"]), relative)
             for row in rows:
                 folder = f"{record.get('scale')}-{row}"
                 target = os.path.join(output_dir, "tables", "glue_submission", folder,

@@ -34,10 +34,11 @@ def test_verdict_rules(low, high, as_good_as, expected):
 
 def _cells(rows):
     """A cells frame of (table, row, column, status, run_id, parameters) rows, pretraining
-    budgets unknown (as for a checkpoint pretrained elsewhere)."""
+    budgets and accuracies unknown (as for a checkpoint pretrained elsewhere)."""
     return pd.DataFrame([{"scale": "cpu", "table": t, "row": r, "column": c, "metric": "m",
                           "status": s, "reason": "" if s == "ok" else "no data",
-                          "run_id": run, "parameters": p, "pretrain_sequences": None}
+                          "run_id": run, "parameters": p, "pretrain_sequences": None,
+                          "pretrained_accuracy": ""}
                          for t, r, c, s, run, p in rows])
 
 
