@@ -178,8 +178,8 @@ def _side(cells: pd.DataFrame, claim: Claim, rows: tuple, estimates: dict):
         return None, f"fewer than two model sizes have {claim.column} at this scale"
     match = _claim_cells(cells, claim, rows)
     if match.empty:
-        named = rows[0] if len(rows) == 1 else f"any of {len(rows)} rows"
-        return None, f"no {named} cell for {claim.column} at this scale"
+        named = rows[0] if len(rows) == 1 else f"any of its {len(rows)} rows"
+        return None, f"no {claim.column} cell for {named} at this scale"
     chosen = []
     for _, cell in match.iterrows():
         if cell["status"] != "ok":
