@@ -62,11 +62,14 @@ Verdicts:
   wall-clock budget buys (cpu: the larger model sees fewer sequences) confounds the model
   with its budget, so the verdict is about the two models, not the two sizes.
 - "held-out accuracy after pretraining: A vs B" after the rows compared: each model's
-  masked-LM accuracy (LTR: next-token accuracy) on the held-out pretraining records, at
-  the last evaluation at or before the step it was fine-tuned from. It says whether a
-  model left the unigram plateau, where a masked LM predicts from word frequencies
+  masked-LM accuracy (LTR: next-token accuracy) on the held-out pretraining records (80/10/10
+  masks for every row), at the last evaluation at or before the step it was fine-tuned
+  from, and in brackets the accuracy on the targets the input hid ([MASK] or a random
+  token: what the context buys, comparable across Table 8's masking mixes). It says whether
+  a model left the unigram plateau, where a masked LM predicts from word frequencies
   alone: the recipe search's Tiny runs that stayed on it ended at 14-17% masked-LM
-  accuracy, those that left it at 24-28% (results/pretraining/recipe_search/README.md).
+  accuracy (hidden 6-8%), those that left it at 24-28% (hidden 19-21%)
+  (results/pretraining/recipe_search/README.md).
   A claim between a model that left the plateau and one that did not compares how far
   each got within the budget more than the objectives themselves.
 - Figure 5: MLM minus LTR at each pretraining step both were fine-tuned from; the paper

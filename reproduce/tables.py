@@ -99,8 +99,9 @@ def _pretraining_sequences(info: dict) -> Optional[int]:
 
 
 def heldout_evaluations(records: list, output_dir: str) -> dict:
-    """Pretraining run id -> [(step, held-out accuracy)] in step order, from the run's
-    metrics.csv (masked LM; next token for LTR). Runs without one are left out."""
+    """Pretraining run id -> [(step, held-out accuracy, accuracy on the hidden targets)]
+    in step order, from the run's metrics.csv (masked LM; next token for LTR; the hidden
+    accuracy nan where the file has none). Runs without one are left out."""
     evaluations = {}
     for record in records:
         path = os.path.join(run_files_dir(output_dir, record.get("run_id", "")), "metrics.csv")
@@ -108,22 +109,31 @@ def heldout_evaluations(records: list, output_dir: str) -> dict:
             continue
         rows = pd.read_csv(path)
         rows = rows[rows["split"] == "eval"].sort_values("step")
-        evaluations[record["run_id"]] = list(zip(rows["step"], rows["mlm_accuracy"]))
+        hidden = rows.get("mlm_hidden_accuracy", pd.Series(math.nan, index=rows.index))
+        evaluations[record["run_id"]] = list(zip(rows["step"], rows["mlm_accuracy"], hidden))
     return evaluations
 
 
 def _pretrained_accuracy(record: dict, evaluations: dict) -> str:
-    """'masked LM 27.7%': the held-out accuracy of the cell's model at the last evaluation
-    at or before the step it was taken from; "" for a checkpoint pretrained elsewhere."""
+    """'masked LM 27.7% (hidden 20.1%)': the held-out accuracy of the cell's model at the
+    last evaluation at or before the step it was taken from, and on the targets the input
+    hid ([MASK] or a random token), which compares models pretrained with different
+    masking mixes (Table 8: a 100/0/0 model never learned to copy the 10% of held-out
+    targets left in place); "" for a checkpoint pretrained elsewhere."""
     info = record.get("info") or {}
     model = info.get("model") or {}
     step = info.get("pretrain_step") or model.get("steps")
     runs = [record.get("run_id")] + list(record.get("needs") or ())
     for run in runs:
-        seen = [accuracy for s, accuracy in evaluations.get(run, ()) if step and s <= step]
-        if seen:
-            kind = "next token" if model.get("objective") == "ltr" else "masked LM"
-            return f"{kind} {seen[-1]:.1%}"
+        seen = [(accuracy, hidden) for s, accuracy, hidden in evaluations.get(run, ())
+                if step and s <= step]
+        if not seen:
+            continue
+        if model.get("objective") == "ltr":  # every next token is hidden
+            return f"next token {seen[-1][0]:.1%}"
+        accuracy, hidden = seen[-1]
+        return f"masked LM {accuracy:.1%}" + (f" (hidden {hidden:.1%})"
+                                               if not math.isnan(hidden) else "")
     return ""
 
 

@@ -94,12 +94,12 @@ def test_a_cell_knows_the_sequences_its_model_was_pretrained_on():
 def test_a_cell_knows_how_far_its_model_got_in_pretraining(tmp_path):
     metrics = tmp_path / "runs" / "pre" / "files" / "metrics.csv"
     metrics.parent.mkdir(parents=True)
-    metrics.write_text("step,split,mlm_accuracy\n600,train,0.5\n600,eval,0.11\n"
-                       "1200,eval,0.15\n1800,eval,0.2\n")
+    metrics.write_text("step,split,mlm_accuracy,mlm_hidden_accuracy\n600,train,0.5,0.4\n"
+                       "600,eval,0.11,0.05\n1200,eval,0.15,0.08\n1800,eval,0.2,0.125\n")
     evaluations = tables.heldout_evaluations(
         [{"run_id": "pre", "stage": "pretrain"}, {"run_id": "ft", "stage": "finetune"}],
         str(tmp_path))
-    assert evaluations == {"pre": [(600, 0.11), (1200, 0.15), (1800, 0.2)]}
+    assert evaluations == {"pre": [(600, 0.11, 0.05), (1200, 0.15, 0.08), (1800, 0.2, 0.125)]}
     model = {"label": "L2/H128/A2", "steps": 1800, "batch_size": 64, "objective": "nsp"}
     record = {"run_id": "ft", "status": "running", "scale": "cpu", "needs": ["pre"],
               "cells": [{"table": "table5", "row": "BERT-BASE", "column": "MNLI-m",
@@ -108,9 +108,9 @@ def test_a_cell_knows_how_far_its_model_got_in_pretraining(tmp_path):
     def accuracy(info):
         return tables.cells_frame([{**record, "info": info}], None,
                                   evaluations)["pretrained_accuracy"].item()
-    assert accuracy({"model": model}) == "masked LM 20.0%"
+    assert accuracy({"model": model}) == "masked LM 20.0% (hidden 12.5%)"
     # an export between evaluations: the last one before it
-    assert accuracy({"model": model, "pretrain_step": 1500}) == "masked LM 15.0%"
+    assert accuracy({"model": model, "pretrain_step": 1500}) == "masked LM 15.0% (hidden 8.0%)"
     assert accuracy({"model": {**model, "objective": "ltr"}}) == "next token 20.0%"
     assert accuracy({"model": {"label": "MiniLM"}}) == ""
 
