@@ -77,8 +77,8 @@ def pretrain_step(args, model_dir: str, patches: dict):
 
 def parse_args(description: str) -> argparse.Namespace:
     """The command line of the step A/B scripts here (this one, prediction_slots_ab.py,
-    fused_adam_ab.py, layer_norm_ab.py): the records, the vocabulary, steps per round,
-    rounds and precision."""
+    fused_adam_ab.py, layer_norm_pretrain_ab.py): the records, the vocabulary, steps per
+    round, rounds and precision."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train_files", required=True)
