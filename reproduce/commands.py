@@ -76,6 +76,7 @@ class DataCommand:
     mask_rates: tuple  # (MASK, SAME, RND)
     objective: str
     num_workers: int
+    dynamic_masking: bool = False  # unmasked records: the pretraining run masks them
     overwrite: bool = True  # a rerun after a kill replaces partial shards
     # Input caps of a rehearsal (reproduce.rehearsal); None in a real plan.
     max_files_per_pattern: Optional[int] = None
@@ -119,6 +120,10 @@ class PretrainCommand:
     # Both dropout rates; None: the size's (0.1). Last, so that the commands of runs
     # without it are what they were.
     dropout: Optional[float] = None
+    # Fresh masks every batch, at these rates (records written with --dynamic_masking);
+    # after dropout for the same reason.
+    dynamic_masking: bool = False
+    mask_rates: Optional[tuple] = None
 
     def argv(self) -> tuple:
         return to_argv(self)

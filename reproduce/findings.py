@@ -68,7 +68,7 @@ Verdicts:
   token: what the context buys, comparable across Table 8's masking mixes). It says whether
   a model left the unigram plateau, where a masked LM predicts from word frequencies
   alone: the recipe search's Tiny runs that stayed on it ended at 14-17% masked-LM
-  accuracy (hidden 6-8%), those that left it at 24-28% (hidden 19-21%)
+  accuracy (hidden 6-8%), those that left it at 24-31% (hidden 19-24%)
   (results/pretraining/recipe_search/README.md).
   A claim between a model that left the plateau and one that did not compares how far
   each got within the budget more than the objectives themselves.

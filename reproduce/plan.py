@@ -219,10 +219,21 @@ class Planner:
         return self.runs[model].info["model"]
 
     # ------------------------------------------------------------------ data
+    def _masks_in_pipeline(self, objective: str) -> bool:
+        """Whether the recipe masks the training records of `objective` anew every batch
+        (LTR predicts next tokens: nothing to mask)."""
+        return self.scale.pretraining.dynamic_masking and objective != "ltr"
+
     def data(self, objective: str, rates: tuple, vocab: str, seq: int, heldout: bool) -> str:
+        """The run_id of a data run. Held-out records are always masked (every model is
+        scored on the same predictions); training records are unmasked where the recipe
+        masks in the pipeline, and then one set serves every mask mix."""
         s = self.scale
+        unmasked = not heldout and self._masks_in_pipeline(objective)
+        if unmasked:
+            rates = PAPER_RATES
         name = ("heldout-" if heldout else "") + objective + _suffix(rates, vocab)
-        name += "" if seq == SEQ else f"-seq{seq}"
+        name += ("-unmasked" if unmasked else "") + ("" if seq == SEQ else f"-seq{seq}")
         corpus = s.heldout_corpus if heldout else s.train_corpus
         dupe_factor = 1 if heldout else s.dupe_factor
         command = DataCommand(
@@ -233,7 +244,8 @@ class Planner:
             masked_lm_prob=paper.PRETRAINING["masked_lm_prob"], dupe_factor=dupe_factor,
             short_seq_prob=paper.PRETRAINING["short_seq_prob"],
             random_seed=54321 if heldout else 12345,  # fixed: a rerun writes the same shards
-            mask_rates=rates, objective=objective, num_workers=s.data_workers)
+            mask_rates=rates, objective=objective, num_workers=s.data_workers,
+            dynamic_masking=unmasked)
         size = corpus_bytes(self.data_dir, corpus)
         unavailable = None
         if size is None:
@@ -284,7 +296,7 @@ class Planner:
             **phase2, export_steps=self._export_steps(size, objective, rates, vocab),
             ltr_predictions=(s.ltr_predictions or None) if objective == "ltr" else None,
             steps_per_execution=TPU_STEPS_PER_EXECUTION if self.strategy == "tpu" else None,
-            dropout=recipe.dropout)
+            dropout=recipe.dropout, **self._masking(objective, rates))
         layers, hidden, heads = models.shape(size)
         info = {"model": {"size": size, "label": models.size_label(size), "layers": layers,
                           "hidden": hidden, "heads": heads,
@@ -296,6 +308,12 @@ class Planner:
                             command.argv(), command.model_dir, needs=tuple(needs),
                             cells=tuple(cells), info=info,
                             estimate_s=cost_model.pretrain_seconds(command), config=command))
+
+    def _masking(self, objective: str, rates: tuple) -> dict:
+        """PretrainCommand's masking flags: none where the records carry the masks."""
+        if not self._masks_in_pipeline(objective):
+            return {}
+        return dict(dynamic_masking=True, mask_rates=None if rates == PAPER_RATES else rates)
 
     def _pretrain_distribution(self, recipe: Pretraining) -> Distribution:
         """The strategy's, at the recipe's precision where it sets one."""

@@ -23,12 +23,15 @@ def _settings(run: Run) -> str:
     info = run.info
     if run.stage == "data":
         kind = "held-out" if info["heldout"] else f"dupe {run.config.dupe_factor}"
-        return (f"{info['objective']} mask {mask_label(info['mask_rates'])} {info['vocab']} "
+        masks = ("unmasked" if run.config.dynamic_masking
+                 else f"mask {mask_label(info['mask_rates'])}")
+        return (f"{info['objective']} {masks} {info['vocab']} "
                 f"seq {info['max_seq_length']} {kind}")
     if run.stage == "pretrain":
         m = info["model"]
-        return (f"{m['size']} {m['label']} {m['objective']} {m['steps']} x {m['batch_size']} "
-                f"lr {run.config.learning_rate}")
+        masks = "dynamic masks " if run.config.dynamic_masking else ""
+        return (f"{m['size']} {m['label']} {m['objective']} {masks}{m['steps']} x "
+                f"{m['batch_size']} lr {run.config.learning_rate}")
     s = info["settings"]
     parts = [info["task"], "<-", info["model"].get("size") or "default",
              "lr " + (",".join(f"{x:g}" for x in s["learning_rates"]) if s["learning_rates"]

@@ -142,9 +142,10 @@ def test_cpu_plan_pretrains_each_tables_models_by_one_recipe_in_units(fake_data,
     # Equal budget for every objective, masking and size (Tables 5, 6 and 8, Figure 5),
     # the runs named by the recipe; Table 6's Tiny is Table 5's model.
     table6 = {r.run_id for r in pretrain if "table6" in r.tables}
-    assert table6 == {"cpu.pretrain.tiny-nsp-960k", "cpu.pretrain.L4_H128_A2-nsp-960k"}
-    assert {"table5", "table6"} <= set(plan.runs["cpu.finetune.tiny-nsp-960k.mrpc"].tables)
     recipe = CPU.pretraining
+    label = recipe.label
+    assert table6 == {f"cpu.pretrain.tiny-nsp-{label}", f"cpu.pretrain.L4_H128_A2-nsp-{label}"}
+    assert {"table5", "table6"} <= set(plan.runs[f"cpu.finetune.tiny-nsp-{label}.mrpc"].tables)
     for run in pretrain:
         assert run.run_id.endswith(f"-{recipe.label}")
         args = dict(zip(run.args[::2], run.args[1::2]))
@@ -195,17 +196,58 @@ def test_select_keeps_dependencies(fake_data, tmp_path):
         assert full.runs[run_id].args == run.args
 
 
+def test_dynamic_masking_reads_one_unmasked_record_set_for_every_mask_mix(
+        fake_data, tmp_path, monkeypatch):
+    recipe = dataclasses.replace(CPU.pretraining, dynamic_masking=True)
+    monkeypatch.setitem(SCALES, "cpu", dataclasses.replace(CPU, pretraining=recipe))
+    plan = _plan("cpu", fake_data, tmp_path)
+
+    def args_of(run):  # {flag: value}, a bare flag's value None
+        args = run.args
+        return {a: (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--")
+                    else None)
+                for i, a in enumerate(args) if a.startswith("--")}
+
+    def data_run(pretrain, flag):
+        return next(plan.runs[n] for n in pretrain.needs
+                    if args_of(pretrain)[flag].startswith(plan.runs[n].out_dir + os.sep))
+
+    pretrain = {r.run_id: r for r in plan.runs.values() if r.stage == "pretrain"}
+    table8 = [r for r in pretrain.values() if r.info["model"]["size"] == CPU.ablation_size
+              and r.info["model"]["objective"] == "nsp"]
+    assert sorted(tuple(r.info["model"]["mask_rates"]) for r in table8) == sorted(
+        paper.TABLE8_RATES[row] for row in CPU.mask_rows)
+    train_data = {data_run(r, "--train_files").run_id for r in table8}
+    assert train_data == {"cpu.data.nsp-unmasked"}
+    assert "--dynamic_masking" in plan.runs["cpu.data.nsp-unmasked"].args
+    for run in table8:
+        rates = tuple(run.info["model"]["mask_rates"])
+        assert "--dynamic_masking" in run.args
+        assert args_of(run).get("--mask_rates") == (
+            None if rates == paper.PRETRAINING["mask_rates"]
+            else ",".join(str(r) for r in rates)), run.run_id
+        # Every model is scored on the same masked held-out records.
+        heldout = data_run(run, "--eval_files")
+        assert heldout.run_id == "cpu.data.heldout-nsp"
+        assert "--dynamic_masking" not in heldout.args
+    # LTR predicts next tokens: its records and run have nothing to mask.
+    ltr = next(r for r in pretrain.values() if r.info["model"]["objective"] == "ltr")
+    assert "--dynamic_masking" not in ltr.args
+    assert "--dynamic_masking" not in data_run(ltr, "--train_files").args
+
+
 def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
     plan = _plan("cpu", fake_data, tmp_path)
-    pretrain = plan.runs["cpu.pretrain.tiny-nsp-960k"]
+    label = CPU.pretraining.label
+    pretrain = plan.runs[f"cpu.pretrain.tiny-nsp-{label}"]
     assert pretrain.unavailable is None
     assert pretrain.args[pretrain.args.index("--export_steps") + 1] == "3000,7500"
-    early = plan.runs["cpu.finetune.tiny-nsp-960k@3000.mnli"]
+    early = plan.runs[f"cpu.finetune.tiny-nsp-{label}@3000.mnli"]
     assert early.unavailable is None and early.info["pretrain_step"] == 3000
     checkpoint = early.args[early.args.index("--init_checkpoint") + 1]
     assert checkpoint == os.path.join(pretrain.out_dir, "export_3000")
     # Figure 5 is Tiny's: Table 6's larger model has no exports.
-    assert "--export_steps" not in plan.runs["cpu.pretrain.L4_H128_A2-nsp-960k"].args
+    assert "--export_steps" not in plan.runs[f"cpu.pretrain.L4_H128_A2-nsp-{label}"].args
 
 
 def test_every_table_has_an_experiment_and_paper_numbers():
