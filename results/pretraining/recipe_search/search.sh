@@ -110,6 +110,10 @@ trial() {  # name batch learning_rate steps warmup seq size mask [flags]
 # schedules ended at 28.0-28.1% with the training loss 0.65-0.70 nats below the held-out one
 # after 3-4 passes over the same masks: does taking that memorising away, with the longer
 # schedule's extra sequences after the break, reach the issue's 30%?
+# mask100_b64_lr1e-3_dropout0_dynamic_22k (2026-12-06): Table 8's 100/0/0 row under the
+# plan's new recipe (fresh masks, 22,000 steps; the same unmasked records, masked 100/0/0
+# per batch): on static masks it stayed on the plateau through 960k sequences (the plan's
+# unit 5); does it leave it by the ~480k where 80/10/10 did with fresh masks?
 # name              batch lr    steps  warmup seq size mask     flags
 TRIALS="
 b64_lr1e-3          64    1e-3  15000  300    128 tiny 80-10-10
@@ -134,6 +138,7 @@ b64_lr1e-3_unigram  64    1e-3  15000  300    128 tiny 80-10-10 --output_bias_in
 b64_lr1e-3_dropout0 64    1e-3  15000  300    128 tiny 80-10-10 --dropout 0
 b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300  128 tiny dynamic  --dropout 0
 b64_lr1e-3_dropout0_dynamic_22k 64 1e-3 22000 300 128 tiny dynamic --dropout 0
+mask100_b64_lr1e-3_dropout0_dynamic_22k 64 1e-3 22000 300 128 tiny dynamic --dropout 0 --mask_rates 1,0,0
 mask100_b64_lr1e-3_dropout0_dynamic 64 1e-3 15000 300 128 tiny dynamic --dropout 0 --mask_rates 1,0,0
 b64_lr2e-3_dropout0 64    2e-3  15000  300    128 tiny 80-10-10 --dropout 0
 mask100_b64_lr1e-3_dropout0 64 1e-3 15000 300  128 tiny 100-0-0  --dropout 0
