@@ -27,3 +27,15 @@ def run_plan_stopped_once(path, plan, output_dir: str, data_dir: str,
             run_plan(plan, output_dir, data_dir, echo=False)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def flags(argv) -> dict:
+    """A command's --flag value pairs, without the dashes (a bare flag -> True)."""
+    flags, key = {}, None
+    for token in argv:
+        if token.startswith("--"):
+            key = token[2:]
+            flags[key] = True
+        else:
+            flags[key] = token
+    return flags

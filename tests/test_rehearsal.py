@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from harness_helpers import flags
 from reproduce import all as harness
 from reproduce import rehearsal
 from reproduce.commands import STRATEGIES, Distribution, FinetuneCommand
@@ -41,18 +42,6 @@ def test_dry_run_prints_the_whole_plan(scale, strategy, fake_data, tmp_path, cap
     assert not (tmp_path / "out").exists() and not (tmp_path / "w").exists()
 
 
-def _flags(argv) -> dict:
-    """--flag value pairs (a bare flag -> True)."""
-    flags, key = {}, None
-    for token in argv:
-        if token.startswith("--"):
-            key = token[2:]
-            flags[key] = True
-        else:
-            flags[key] = token
-    return flags
-
-
 def test_rehearsal_caps_only_the_budget(fake_data, tmp_path):
     plan = build_plan("paper", "cpu", fake_data, str(tmp_path / "w"))
     rehearsed = rehearsal.rehearse_plan(plan)
@@ -62,7 +51,7 @@ def test_rehearsal_caps_only_the_budget(fake_data, tmp_path):
         assert (capped.module, capped.needs, capped.cells, capped.out_dir) == \
             (run.module, run.needs, run.cells, run.out_dir)
         assert capped.args == capped.config.argv()
-        planned, ours = _flags(run.args), _flags(capped.args)
+        planned, ours = flags(run.args), flags(capped.args)
         # Every planned flag is still there, unchanged unless it is a recorded cap.
         assert set(planned) <= set(ours)
         changed = {k for k in ours if planned.get(k) != ours[k]}

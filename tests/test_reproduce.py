@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from glue_suite.tasks import TASKS
-from harness_helpers import run_plan_stopped_once
+from harness_helpers import flags, run_plan_stopped_once
 from reproduce import all as harness
 from reproduce import paper_numbers as paper
 from reproduce import tables
@@ -148,16 +148,16 @@ def test_cpu_plan_pretrains_each_tables_models_by_one_recipe_in_units(fake_data,
     assert {"table5", "table6"} <= set(plan.runs[f"cpu.finetune.tiny-nsp-{label}.mrpc"].tables)
     for run in pretrain:
         assert run.run_id.endswith(f"-{recipe.label}")
-        args = dict(zip(run.args[::2], run.args[1::2]))
-        assert (int(args["--num_train_steps"]), int(args["--global_batch_size"]),
-                float(args["--learning_rate"]), args["--precision"]) == (
+        args = flags(run.args)
+        assert (int(args["num_train_steps"]), int(args["global_batch_size"]),
+                float(args["learning_rate"]), args["precision"]) == (
             recipe.steps, recipe.batch_size, recipe.learning_rate, recipe.precision)
-        assert (None if "--dropout" not in args else float(args["--dropout"])) \
+        assert (None if "dropout" not in args else float(args["dropout"])) \
             == recipe.dropout == run.info["model"]["dropout"]
         # The same held-out sequences for every size: per-sequence losses pair up.
-        assert int(args["--eval_steps"]) * recipe.batch_size == CPU.eval_sequences
+        assert int(args["eval_steps"]) * recipe.batch_size == CPU.eval_sequences
         # LTR scores 20 sampled next tokens, as many predictions as MLM: the same cost.
-        assert args.get("--ltr_predictions") == (
+        assert args.get("ltr_predictions") == (
             "20" if run.info["model"]["objective"] == "ltr" else None)
         assert run.estimate_s <= 110 * 60, (run.run_id, run.estimate_s)
     # The + BiLSTM row on its claim's column only; Figure 5's earlier points one restart.
@@ -202,38 +202,32 @@ def test_dynamic_masking_reads_one_unmasked_record_set_for_every_mask_mix(
     monkeypatch.setitem(SCALES, "cpu", dataclasses.replace(CPU, pretraining=recipe))
     plan = _plan("cpu", fake_data, tmp_path)
 
-    def args_of(run):  # {flag: value}, a bare flag's value None
-        args = run.args
-        return {a: (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--")
-                    else None)
-                for i, a in enumerate(args) if a.startswith("--")}
-
     def data_run(pretrain, flag):
         return next(plan.runs[n] for n in pretrain.needs
-                    if args_of(pretrain)[flag].startswith(plan.runs[n].out_dir + os.sep))
+                    if flags(pretrain.args)[flag].startswith(plan.runs[n].out_dir + os.sep))
 
     pretrain = {r.run_id: r for r in plan.runs.values() if r.stage == "pretrain"}
     table8 = [r for r in pretrain.values() if r.info["model"]["size"] == CPU.ablation_size
               and r.info["model"]["objective"] == "nsp"]
     assert sorted(tuple(r.info["model"]["mask_rates"]) for r in table8) == sorted(
         paper.TABLE8_RATES[row] for row in CPU.mask_rows)
-    train_data = {data_run(r, "--train_files").run_id for r in table8}
+    train_data = {data_run(r, "train_files").run_id for r in table8}
     assert train_data == {"cpu.data.nsp-unmasked"}
     assert "--dynamic_masking" in plan.runs["cpu.data.nsp-unmasked"].args
     for run in table8:
         rates = tuple(run.info["model"]["mask_rates"])
         assert "--dynamic_masking" in run.args
-        assert args_of(run).get("--mask_rates") == (
+        assert flags(run.args).get("mask_rates") == (
             None if rates == paper.PRETRAINING["mask_rates"]
             else ",".join(str(r) for r in rates)), run.run_id
         # Every model is scored on the same masked held-out records.
-        heldout = data_run(run, "--eval_files")
+        heldout = data_run(run, "eval_files")
         assert heldout.run_id == "cpu.data.heldout-nsp"
         assert "--dynamic_masking" not in heldout.args
     # LTR predicts next tokens: its records and run have nothing to mask.
     ltr = next(r for r in pretrain.values() if r.info["model"]["objective"] == "ltr")
     assert "--dynamic_masking" not in ltr.args
-    assert "--dynamic_masking" not in data_run(ltr, "--train_files").args
+    assert "--dynamic_masking" not in data_run(ltr, "train_files").args
 
 
 def test_figure5_reads_intermediate_exports(fake_data, tmp_path):
