@@ -21,7 +21,8 @@ project CLI subprocess at a time, in dependency order:
 Rerunning skips finished runs whose command, and whose inputs (the runs it reads from),
 are unchanged. The plan comes in units, one sitting each (a pretraining run and the runs
 that read its exports, which may not survive a move to another machine; reproduce.units):
---units N runs the next N and stops, so that their records can be committed. A killed run
+--units N runs the next N, one after another, and stops, so that their records can be
+committed (each unit's as soon as it ends). A killed run
 is rerun: the pretraining CLI resumes from its last checkpoint, fine-tuning from the grid
 points it finished (glue_suite.grid_progress), data creation restarts. Each restart a
 fine-tuning run finishes is also kept beside its record (results/runs/<run_id>/partial/,
@@ -61,7 +62,7 @@ from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
-from reproduce.units import next_units, print_units, units_to_do
+from reproduce.units import next_units, print_units
 
 COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
@@ -178,17 +179,19 @@ def main(argv=None) -> int:
     if args.dry_run:
         print_costs(plan)
         return 0
+    parts = [("the plan", plan)]
     if args.units is not None:
-        names = [u.name for u in units_to_do(plan, statuses, args.units)]
-        plan = next_units(plan, statuses, args.units)
-        print(f"--units {args.units}: {len(plan.runs)} runs of the next unit(s): "
-              f"{', '.join(names)}", flush=True)
+        parts = next_units(plan, statuses, args.units)
+        print(f"--units {args.units}: the next unit(s), one after another: "
+              f"{', '.join(f'{name} ({len(part.runs)} runs)' for name, part in parts)}",
+              flush=True)
 
     signal.signal(signal.SIGTERM, stop_child)
-    began = time.time()
+    began, final = time.time(), {}
     try:
-        final = run_plan(plan, output_dir, data_dir, echo=not args.quiet,
-                         jobs=args.jobs or (rehearsal.JOBS if args.rehearse else 1))
+        for _, part in parts:
+            final.update(run_plan(part, output_dir, data_dir, echo=not args.quiet,
+                                  jobs=args.jobs or (rehearsal.JOBS if args.rehearse else 1)))
     except KeyboardInterrupt:
         print("\ninterrupted: rerun the same command to resume", file=sys.stderr)
         return 130

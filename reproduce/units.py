@@ -73,10 +73,14 @@ def units_to_do(plan: Plan, statuses: dict, count: int) -> list:
     return [u for u in plan_units(plan) if unit_status(u, statuses) != "done"][:count]
 
 
-def next_units(plan: Plan, statuses: dict, count: int) -> Plan:
-    """The plan restricted to its first `count` units that are not done (and the runs
-    they need from earlier units)."""
-    return plan.subset([k for u in units_to_do(plan, statuses, count) for k in u.run_ids])
+def next_units(plan: Plan, statuses: dict, count: int) -> list:
+    """[(name, plan)] of the plan's first `count` units that are not done, each unit a
+    plan of its own with the runs it needs from earlier units, to be run one after
+    another: each unit then ends whole before the next begins. (One plan of them all would
+    not: with --jobs > 1 the runner starts the longest ready run first, which puts every
+    unit's pretraining before any fine-tuning, so a sitting cut short would leave no unit
+    done.)"""
+    return [(u.name, plan.subset(u.run_ids)) for u in units_to_do(plan, statuses, count)]
 
 
 def print_units(plan: Plan, statuses: dict, peak_gflops: Optional[float] = None,

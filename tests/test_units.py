@@ -60,10 +60,15 @@ def test_next_units_skip_done_units_and_bring_the_data_they_need():
     assert [unit_status(u, statuses) for u in units[:3]] == ["done", "todo", "todo"]
     statuses["s.pretrain.mini"] = "finished"
     assert unit_status(units[1], statuses) == "partial"
-    nxt = next_units(plan, statuses, 1)
+    [(name, nxt)] = next_units(plan, statuses, 1)
+    assert name == "mini"
     assert list(nxt.runs) == ["s.data.nsp", "s.data.heldout", "s.pretrain.mini",
                               "s.finetune.mini.mrpc"]
-    assert len(next_units(plan, statuses, 3).runs) == 4 + 3 + 3
+    # Three units, three plans run one after another: the first ends whole (its
+    # fine-tuning too) before the shipped checkpoint's parts begin.
+    parts = [list(part.runs) for _, part in next_units(plan, statuses, 3)]
+    assert parts == [list(nxt.runs), [f"s.finetune.default.t{i}" for i in range(3)],
+                     [f"s.finetune.default.t{i}" for i in range(3, 6)]]
     statuses.update({k: "finished" for k in units[1].run_ids + units[2].run_ids})
     # Named as in the whole plan: the shipped checkpoint's second part is "part 2".
     assert [u.name for u in units_to_do(plan, statuses, 1)] == [units[3].name] == [
