@@ -187,11 +187,11 @@ def main(argv=None) -> int:
               flush=True)
 
     signal.signal(signal.SIGTERM, stop_child)
+    jobs = args.jobs or (rehearsal.JOBS if args.rehearse else 1)
     began, final = time.time(), {}
     try:
         for _, part in parts:
-            final.update(run_plan(part, output_dir, data_dir, echo=not args.quiet,
-                                  jobs=args.jobs or (rehearsal.JOBS if args.rehearse else 1)))
+            final.update(run_plan(part, output_dir, data_dir, echo=not args.quiet, jobs=jobs))
     except KeyboardInterrupt:
         print("\ninterrupted: rerun the same command to resume", file=sys.stderr)
         return 130
