@@ -20,19 +20,21 @@ project CLI subprocess at a time, in dependency order:
 
 Rerunning skips finished runs whose command, and whose inputs (the runs it reads from),
 are unchanged. The plan comes in units, one sitting each (a pretraining run and the runs
-that read its exports, which may not survive a move to another machine; reproduce.units):
---units N runs the next N, one after another, and stops, so that their records can be
-committed (each unit's as soon as it ends). A killed run
-is rerun: the pretraining CLI resumes from its last checkpoint, fine-tuning from the grid
-points it finished (glue_suite.grid_progress), data creation restarts. Each restart a
-fine-tuning run finishes is also kept beside its record (results/runs/<run_id>/partial/,
+that read its exports, which may not survive a move to another machine;
+reproduce.units): --units N runs the next N (those that fit a sitting on this machine
+first), one after another, and stops, so that their records can be committed (each
+unit's as soon as it ends). A killed run is rerun: the pretraining CLI resumes from its
+last checkpoint, fine-tuning from the grid points it finished
+(glue_suite.grid_progress), data creation restarts. Each restart a fine-tuning run
+finishes is also kept beside its record (results/runs/<run_id>/partial/,
 reproduce.partial): committed, it lets the run go on from there on another machine, so a
-run longer than a sitting still finishes over several. A run whose command changed (the plan was edited), or
-whose inputs were redone, starts over in a clean directory (the old one is set aside). Runs whose
-data is missing are recorded as n/a with the reason, and are retried on the next invocation.
-With no data directory at all (no --data_dir, none at $BERT_DATA_DIR or ./data), fine-tuning
-runs of GLUE, SQuAD and CoNLL-2003 read tensorflow-datasets instead (--source tfds, as
-glue_suite.run would); a --data_dir that does not exist is an error.
+run longer than a sitting still finishes over several. A run whose command changed (the
+plan was edited), or whose inputs were redone, starts over in a clean directory (the old
+one is set aside). Runs whose data is missing are recorded as n/a with the reason, and
+are retried on the next invocation. With no data directory at all (no --data_dir, none
+at $BERT_DATA_DIR or ./data), fine-tuning runs of GLUE, SQuAD and CoNLL-2003 read
+tensorflow-datasets instead (--source tfds, as glue_suite.run would); a --data_dir that
+does not exist is an error.
 
 Records written to the committed results/ (the default --output_dir) must name code that a
 commit holds: on a tree with uncommitted changes (outside results/) the harness refuses to
@@ -62,7 +64,7 @@ from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
-from reproduce.units import next_units, print_units
+from reproduce.units import Speed, next_units, print_units
 
 COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
@@ -172,17 +174,19 @@ def main(argv=None) -> int:
     print_plan(plan, statuses, took)
     kept = partial.kept_restarts(plan, output_dir)
     partial.print_kept(kept)
+    speed = None
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
         from bert_tf.benchmark import matmul_peak_gflops  # TensorFlow: a second to import
-        print_units(plan, statuses, matmul_peak_gflops("float32", repeats=5),
-                    shares_done=partial.shares_done(plan, kept))
+        speed = Speed(matmul_peak_gflops("float32", repeats=5), provenance.native_bfloat16())
+        print_units(plan, statuses, speed, shares_done=partial.shares_done(plan, kept))
     if args.dry_run:
         print_costs(plan)
         return 0
     parts = [("the plan", plan)]
     if args.units is not None:
-        parts = next_units(plan, statuses, args.units)
-        print(f"--units {args.units}: the next unit(s), one after another: "
+        parts = next_units(plan, statuses, args.units, speed)
+        print(f"--units {args.units}: the next unit(s), those that fit a sitting here first, "
+              f"one after another: "
               f"{', '.join(f'{name} ({len(part.runs)} runs)' for name, part in parts)}",
               flush=True)
 

@@ -13,11 +13,11 @@ from reproduce.commands import DataCommand, Distribution, FinetuneCommand
 from reproduce.plan import Plan, Run
 from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
-from reproduce.cost_model import CPU_FLOAT32_MATMUL_PEAK_GFLOPS, grid_size
+from reproduce.cost_model import (CPU_EMULATED_BF16_SLOWDOWN, CPU_FLOAT32_MATMUL_PEAK_GFLOPS,
+                                  grid_size)
 from reproduce.partial import shares_done
-from reproduce.units import (SITTING_S, next_units, plan_units, print_units, speed_note,
-                             units_to_do,
-                             unit_status)
+from reproduce.units import (SITTING_S, Speed, next_units, plan_units, print_units,
+                             speed_note, units_to_do, unit_status)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,17 +79,52 @@ def test_the_units_say_what_the_estimates_mean_on_a_slower_machine():
     plan = toy_plan()
     statuses = {k: "todo" for k in plan.runs}
     out = io.StringIO()
-    print_units(plan, statuses, peak_gflops=CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 4, out=out)
+    quarter = Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 4)
+    print_units(plan, statuses, quarter, out=out)
     total = sum(r.estimate_s for r in plan.runs.values())  # 30,070 s: 8h21
-    assert out.getvalue().splitlines()[-1] == speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 4,
-                                                         total)
+    assert out.getvalue().splitlines()[-1] == speed_note(quarter, total * 4)
     assert "expect ~4.0x the estimated times; what is not done: ~33h25 here" in \
         out.getvalue()
+    assert "  tiny (4 runs)  (left: ~7h25 here)  [longer than a sitting here]" in \
+        out.getvalue()  # 4 x 6,670 s (1h51 where the estimates were measured)
     # As fast as the calibration machine (within 25%): nothing to scale.
-    assert speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 0.9, total).endswith(
+    assert speed_note(Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 0.9), total).endswith(
         f"against {CPU_FLOAT32_MATMUL_PEAK_GFLOPS:.0f} where the estimates were measured.")
-    assert speed_note(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 2, total).endswith(
+    assert speed_note(Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS * 2), total / 2).endswith(
         "expect ~0.5x the estimated times; what is not done: ~4h11 here.")
+
+
+def test_pretraining_on_a_cpu_that_emulates_bfloat16_is_slower_whatever_its_peak():
+    speed = Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS, native_bfloat16=False)
+    plan = toy_plan()
+    assert speed.seconds(plan.runs["s.pretrain.tiny"]) == 6000 / CPU_EMULATED_BF16_SLOWDOWN
+    assert speed.seconds(plan.runs["s.finetune.tiny.mrpc"]) == 600  # peaks alike
+    assert "(pretraining ~2.0x: this CPU emulates bfloat16)" in speed_note(speed, 1.0)
+    assert not Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS, native_bfloat16=True).differs
+
+
+def test_units_that_fit_a_sitting_here_run_before_those_that_do_not():
+    plan = toy_plan()  # tiny and mini: 6,600 s each with their data, 1h50
+    plan.runs["s.pretrain.mini"].estimate_s = 4000  # mini: 4,600 s
+    statuses = {k: "todo" for k in plan.runs}
+    first = [u.name for u in units_to_do(plan, statuses, 3)]
+    assert first == ["tiny", "mini", "shipped checkpoint, fine-tuning part 1"]
+    # Pretraining at half the rate: tiny needs 3h35 here, mini 2h28; the shipped
+    # checkpoint's parts (2h each) are fine-tuning, at the estimates' pace.
+    slow = Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS, native_bfloat16=False)
+    assert [u.name for u in units_to_do(plan, statuses, 5, slow)] == [
+        "mini", "shipped checkpoint, fine-tuning part 1",
+        "shipped checkpoint, fine-tuning part 2", "shipped checkpoint, fine-tuning part 3",
+        "tiny"]  # the unit that cannot end here comes last, not never
+    [(name, part)] = next_units(plan, statuses, 1, slow)
+    assert name == "mini" and list(part.runs) == [
+        "s.data.nsp", "s.data.heldout", "s.pretrain.mini", "s.finetune.mini.mrpc"]
+    # Half the peak as well: only the 40-minute part fits (1h20 here); the rest follow
+    # shortest first: mini 2h33, tiny 3h42, the two 2-hour parts 4h00 each.
+    slower = Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS / 2, native_bfloat16=False)
+    assert [u.name for u in units_to_do(plan, statuses, 5, slower)] == [
+        "shipped checkpoint, fine-tuning part 3", "mini", "tiny",
+        "shipped checkpoint, fine-tuning part 1", "shipped checkpoint, fine-tuning part 2"]
 
 
 def test_what_is_left_leaves_out_the_share_of_a_run_done_in_earlier_sittings():
