@@ -7,6 +7,7 @@ runs it.
 
 import dataclasses
 import os
+import re
 from typing import Optional
 
 from bert_tf.config import SIZES
@@ -15,6 +16,22 @@ from bert_tf.pretraining_instances import OBJECTIVES
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OUTPUT_BIAS_INITS = ("zeros", "unigram")
+
+
+def default_checkpoint_dir(model_dir: str) -> str:
+    return os.path.join(model_dir, "checkpoints")
+
+
+def latest_checkpoint_step(checkpoint_dir: str) -> Optional[int]:
+    """The step of the latest checkpoint in `checkpoint_dir`, read from the index file
+    tf.train.CheckpointManager keeps there (the trainer numbers checkpoints by step,
+    ckpt-<step>), without TensorFlow; None where there is none."""
+    path = os.path.join(checkpoint_dir, "checkpoint")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        match = re.search(r'^model_checkpoint_path: ".*?ckpt-(\d+)"$', f.read(), re.M)
+    return int(match.group(1)) if match else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +178,10 @@ class PretrainConfig:
             if not ok:
                 got = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
                 raise ValueError(f"{message}; got {got}")
+
+    @property
+    def checkpoints(self) -> str:
+        return self.checkpoint_dir or default_checkpoint_dir(self.model_dir)
 
     @property
     def final_export_dir(self) -> str:

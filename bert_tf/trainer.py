@@ -89,8 +89,7 @@ class Trainer:
         self.layout = distribute.input_layout(strategy)
         # eval_every 0: evaluate whenever a checkpoint is saved.
         self.eval_every = config.eval_every or config.save_checkpoints_steps
-        self.checkpoint_dir = config.checkpoint_dir or os.path.join(config.model_dir,
-                                                                    "checkpoints")
+        self.checkpoint_dir = config.checkpoints
         # --init_checkpoint: read (and its vocabulary checked) now, loaded by restore().
         self.init = None if not config.init_checkpoint else read_init_checkpoint(
             config.init_checkpoint, config.vocab_file,

@@ -175,16 +175,20 @@ def main(argv=None) -> int:
     kept = partial.kept_restarts(plan, output_dir)
     partial.print_kept(kept)
     speed = None
+    # What earlier sittings did: restarts kept beside records, and pretraining
+    # checkpoints in this machine's work dir.
+    shares_done = {**partial.shares_done(plan, kept),
+                   **partial.pretraining_shares_done(plan, statuses)}
     if plan.strategy == "cpu":  # sittings on one machine; elsewhere the work dir persists
         from bert_tf.benchmark import matmul_peak_gflops  # TensorFlow: a second to import
         speed = Speed(matmul_peak_gflops("float32", repeats=5), provenance.native_bfloat16())
-        print_units(plan, statuses, speed, shares_done=partial.shares_done(plan, kept))
+        print_units(plan, statuses, speed, shares_done=shares_done)
     if args.dry_run:
         print_costs(plan)
         return 0
     parts = [("the plan", plan)]
     if args.units is not None:
-        parts = next_units(plan, statuses, args.units, speed)
+        parts = next_units(plan, statuses, args.units, speed, shares_done)
         print(f"--units {args.units}: the next unit(s), those that fit a sitting here first, "
               f"one after another: "
               f"{', '.join(f'{name} ({len(part.runs)} runs)' for name, part in parts)}",

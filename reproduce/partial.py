@@ -18,6 +18,10 @@ computes here: the plan vouches for them, as it does for a finished run's record
 command, same runs read), so that only the missing restarts are trained. The finished
 record names the restarts made in earlier sittings (`adopted_restarts`), and the
 directory goes.
+
+A pretraining run stopped part-way resumes from its last checkpoint, which stays in the
+work dir: on the machine that made it, the plan counts those steps as done
+(`pretraining_shares_done`), so that `--units` sees what is left of its unit there.
 """
 
 import os
@@ -27,6 +31,7 @@ import time
 from typing import Optional
 
 from bert_tf import files
+from bert_tf.pretrain_config import default_checkpoint_dir, latest_checkpoint_step
 from bert_tf.cli import InputError
 from reproduce.commands import FinetuneCommand
 from reproduce.cost_model import grid_size
@@ -144,6 +149,19 @@ def shares_done(plan: Plan, kept: dict) -> dict:
     restarts the estimate counts (`cost_model.grid_size`)."""
     return {k: min(1.0, len(names) / grid_size(plan.runs[k].config, _model_size(plan.runs[k])))
             for k, names in kept.items() if isinstance(plan.runs[k].config, FinetuneCommand)}
+
+
+def pretraining_shares_done(plan: Plan, statuses: dict) -> dict:
+    """{run_id: the share of its steps that its latest checkpoint holds} of the
+    pretraining runs that resume (status "rerun": same command, stopped part-way). Their
+    checkpoints are in the work dir, so this counts on the machine that made them only."""
+    shares = {}
+    for run_id, run in plan.runs.items():
+        if run.stage == "pretrain" and statuses[run_id] == "rerun":
+            step = latest_checkpoint_step(default_checkpoint_dir(run.config.model_dir))
+            if step:
+                shares[run_id] = min(1.0, step / run.config.num_train_steps)
+    return shares
 
 
 def _model_size(run: Run) -> Optional[str]:

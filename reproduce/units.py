@@ -100,28 +100,31 @@ def unit_status(unit: Unit, statuses: dict) -> str:
         statuses[k] == "finished" for k in unit.run_ids) else "todo"
 
 
-def units_to_do(plan: Plan, statuses: dict, count: int, speed: Optional[Speed] = None) -> list:
-    """`count` units that are not done: given this machine's `speed`, those that fit a
-    sitting here first, in plan order, then the others, shortest here first (a unit that
-    cannot end in a sitting is lost with the machine; the shortest is the likeliest to
-    end)."""
+def units_to_do(plan: Plan, statuses: dict, count: int, speed: Optional[Speed] = None,
+                shares_done: Optional[dict] = None) -> list:
+    """`count` units that are not done: given this machine's `speed`, those whose rest
+    (less `shares_done`, as in `print_units`) fits a sitting here first, in plan order,
+    then the others, shortest here first (a unit that cannot end in a sitting is lost
+    with the machine; the shortest is the likeliest to end)."""
     todo = [u for u in plan_units(plan) if unit_status(u, statuses) != "done"]
     if speed is not None:
-        here = {u.name: _left(plan, u.run_ids, statuses, {}, speed.seconds) or 0.0
+        here = {u.name: _left(plan, u.run_ids, statuses, shares_done or {},
+                              speed.seconds) or 0.0
                 for u in todo}
         fits = [u for u in todo if here[u.name] <= SITTING_S]
         todo = fits + sorted((u for u in todo if u not in fits), key=lambda u: here[u.name])
     return todo[:count]
 
 
-def next_units(plan: Plan, statuses: dict, count: int, speed: Optional[Speed] = None) -> list:
+def next_units(plan: Plan, statuses: dict, count: int, speed: Optional[Speed] = None,
+               shares_done: Optional[dict] = None) -> list:
     """[(name, plan)] of the `count` units `units_to_do` picks, each unit a plan of its
     own with the runs it needs from earlier units, to be run one after another: each unit
     then ends whole before the next begins. (One plan of them all would not: with --jobs > 1
     the runner starts the longest ready run first, which puts every unit's pretraining
     before any fine-tuning, so a sitting cut short would leave no unit done.)"""
     return [(u.name, plan.subset(u.run_ids))
-            for u in units_to_do(plan, statuses, count, speed)]
+            for u in units_to_do(plan, statuses, count, speed, shares_done)]
 
 
 def print_units(plan: Plan, statuses: dict, speed: Optional[Speed] = None,

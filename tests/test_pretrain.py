@@ -36,7 +36,7 @@ from bert_tf import distribute  # noqa: E402
 from bert_tf.checkpoints import read_checkpoint  # noqa: E402
 from bert_tf.cli import StopSignals  # noqa: E402
 from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
-from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
+from bert_tf.pretrain_config import PretrainConfig, latest_checkpoint_step  # noqa: E402
 from bert_tf.plateau import target_counts, unigram_entropy  # noqa: E402
 from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset  # noqa: E402
 from bert_tf.pretraining_instances import Instance  # noqa: E402
@@ -394,6 +394,7 @@ def test_sigterm_checkpoints_the_running_step_and_the_rerun_resumes_exactly(data
     assert (stopped.value.step, stopped.value.exit_code) == (4, 128 + signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is previous  # the handler is gone again
     assert tf.train.latest_checkpoint(trainer.checkpoint_dir).endswith("ckpt-4")
+    assert latest_checkpoint_step(trainer.checkpoint_dir) == 4  # read without TensorFlow
     assert not os.path.exists(tmp_path / "export")
 
     losses, weights, resumed = run(config)

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +16,7 @@ from reproduce.records import base_record, load_record, write_record
 from reproduce.runner import execute, outputs_to_remake, restore, run_plan
 from reproduce.cost_model import (CPU_EMULATED_BF16_SLOWDOWN, CPU_FLOAT32_MATMUL_PEAK_GFLOPS,
                                   grid_size)
-from reproduce.partial import shares_done
+from reproduce.partial import pretraining_shares_done, shares_done
 from reproduce.units import (SITTING_S, Speed, next_units, plan_units, print_units,
                              speed_note, units_to_do, unit_status)
 
@@ -135,6 +136,44 @@ def test_what_is_left_leaves_out_the_share_of_a_run_done_in_earlier_sittings():
     print_units(plan, statuses, out=out, shares_done={"s.finetune.default.t6": 1 / 3,
                                                         "s.finetune.default.t5": 1 / 3})
     assert out.getvalue().splitlines()[-1].endswith("1 not done, estimated 27m.")
+
+
+def _checkpoint_index(checkpoint_dir, steps):
+    """The index file tf.train.CheckpointManager writes (as TF 2.20 does: relative names)."""
+    os.makedirs(checkpoint_dir)
+    lines = [f'model_checkpoint_path: "ckpt-{steps[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "ckpt-{s}"' for s in steps]
+    with open(os.path.join(checkpoint_dir, "checkpoint"), "w") as f:
+        f.write("\n".join(lines + ["last_preserved_timestamp: 1796603099.78"]) + "\n")
+
+
+def test_a_pretraining_run_stopped_part_way_counts_the_steps_its_checkpoints_hold(tmp_path):
+    plan = toy_plan()
+    for size in ("tiny", "mini"):
+        plan.runs[f"s.pretrain.{size}"].config = SimpleNamespace(
+            model_dir=str(tmp_path / size), num_train_steps=22000)
+    _checkpoint_index(str(tmp_path / "tiny" / "checkpoints"), [19200, 19800])
+    statuses = {k: "todo" for k in plan.runs}
+    statuses.update({"s.data.nsp": "finished", "s.data.heldout": "finished",
+                     "s.pretrain.tiny": "rerun"})
+    shares = pretraining_shares_done(plan, statuses)
+    assert shares == {"s.pretrain.tiny": pytest.approx(19800 / 22000)}
+    # Checkpoints of a command that is not the run's (status "changed", "todo") do not count.
+    assert pretraining_shares_done(plan, {**statuses, "s.pretrain.tiny": "changed"}) == {}
+    statuses["s.pretrain.mini"] = "rerun"  # stopped before its first checkpoint
+    assert pretraining_shares_done(plan, statuses) == shares
+    statuses["s.pretrain.mini"] = "todo"
+    # Here pretraining runs at half the rate: tiny's rest, 20 minutes of pretraining and its
+    # 10-minute fine-tuning, fits a sitting and goes first; without the checkpoints, 3h30.
+    slow = Speed(CPU_FLOAT32_MATMUL_PEAK_GFLOPS, native_bfloat16=False)
+    names = [u.name for u in units_to_do(plan, statuses, 2, slow)]
+    assert names == ["shipped checkpoint, fine-tuning part 1",
+                     "shipped checkpoint, fine-tuning part 2"]
+    assert [u.name for u in units_to_do(plan, statuses, 2, slow, shares)] == [
+        "tiny", "shipped checkpoint, fine-tuning part 1"]
+    out = io.StringIO()
+    print_units(plan, statuses, slow, out=out, shares_done=shares)
+    assert "tiny (4 runs)  (left: ~30m here)\n" in out.getvalue()
 
 
 def test_the_share_done_counts_the_restarts_the_estimate_counts():
