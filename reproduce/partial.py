@@ -153,11 +153,12 @@ def shares_done(plan: Plan, kept: dict) -> dict:
 
 def pretraining_shares_done(plan: Plan, statuses: dict) -> dict:
     """{run_id: the share of its steps that its latest checkpoint holds} of the
-    pretraining runs that resume (status "rerun": same command, stopped part-way). Their
-    checkpoints are in the work dir, so this counts on the machine that made them only."""
+    pretraining runs that will resume from it: "rerun" (stopped part-way) and "todo" (its
+    record gone, its work dir not), not "changed" (`runner` sets that work dir aside).
+    Checkpoints are in the work dir, so this counts on the machine that made them only."""
     shares = {}
     for run_id, run in plan.runs.items():
-        if run.stage == "pretrain" and statuses[run_id] == "rerun":
+        if run.stage == "pretrain" and statuses[run_id] in ("rerun", "todo"):
             step = latest_checkpoint_step(default_checkpoint_dir(run.config.model_dir))
             if step:
                 shares[run_id] = min(1.0, step / run.config.num_train_steps)
