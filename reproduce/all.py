@@ -21,8 +21,9 @@ project CLI subprocess at a time, in dependency order:
 Rerunning skips finished runs whose command, and whose inputs (the runs it reads from),
 are unchanged. The plan comes in units, one sitting each (a pretraining run and the runs
 that read its exports, which may not survive a move to another machine;
-reproduce.units): --units N runs the next N (those that fit a sitting on this machine
-first), one after another, and stops, so that their records can be committed (each
+reproduce.units): --units N runs the next N (those whose rest fits a sitting on this
+machine first, counting a stopped pretraining run's checkpoints here as done), one after
+another, and stops, so that their records can be committed (each
 unit's as soon as it ends). A killed run is rerun: the pretraining CLI resumes from its
 last checkpoint, fine-tuning from the grid points it finished
 (glue_suite.grid_progress), data creation restarts. Each restart a fine-tuning run
