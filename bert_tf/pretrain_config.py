@@ -7,31 +7,15 @@ runs it.
 
 import dataclasses
 import os
-import re
 from typing import Optional
 
+from bert_tf.checkpoint_steps import default_checkpoint_dir
 from bert_tf.config import SIZES
 from bert_tf.optimization import OPTIMIZERS
 from bert_tf.pretraining_instances import OBJECTIVES
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OUTPUT_BIAS_INITS = ("zeros", "unigram")
-
-
-def default_checkpoint_dir(model_dir: str) -> str:
-    return os.path.join(model_dir, "checkpoints")
-
-
-def latest_checkpoint_step(checkpoint_dir: str) -> Optional[int]:
-    """The step of the latest checkpoint in `checkpoint_dir`, read from the index file
-    tf.train.CheckpointManager keeps there (the trainer numbers checkpoints by step,
-    ckpt-<step>), without TensorFlow; None where there is none."""
-    path = os.path.join(checkpoint_dir, "checkpoint")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        match = re.search(r'^model_checkpoint_path: ".*?ckpt-(\d+)"$', f.read(), re.M)
-    return int(match.group(1)) if match else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ import time
 from typing import Optional
 
 from bert_tf import files
-from bert_tf.pretrain_config import default_checkpoint_dir, latest_checkpoint_step
+from bert_tf.checkpoint_steps import default_checkpoint_dir, latest_checkpoint_step
 from bert_tf.cli import InputError
 from reproduce.commands import FinetuneCommand
 from reproduce.cost_model import grid_size

@@ -33,10 +33,11 @@ except RuntimeError:  # another test module initialised TensorFlow first
     pass
 
 from bert_tf import distribute  # noqa: E402
+from bert_tf.checkpoint_steps import latest_checkpoint_step  # noqa: E402
 from bert_tf.checkpoints import read_checkpoint  # noqa: E402
 from bert_tf.cli import StopSignals  # noqa: E402
 from bert_tf.pretrain import build_parser, main, pretrain  # noqa: E402
-from bert_tf.pretrain_config import PretrainConfig, latest_checkpoint_step  # noqa: E402
+from bert_tf.pretrain_config import PretrainConfig  # noqa: E402
 from bert_tf.plateau import target_counts, unigram_entropy  # noqa: E402
 from bert_tf.pretraining_dataset import instance_to_example, make_pretraining_dataset  # noqa: E402
 from bert_tf.pretraining_instances import Instance  # noqa: E402
