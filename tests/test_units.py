@@ -158,8 +158,8 @@ def test_a_pretraining_run_stopped_part_way_counts_the_steps_its_checkpoints_hol
                      "s.pretrain.tiny": "rerun"})
     shares = pretraining_shares_done(plan, statuses)
     assert shares == {"s.pretrain.tiny": pytest.approx(19800 / 22000)}
-    # Without its record (another worktree) the runner resumes them too; a "changed"
-    # run's are set aside: another command's.
+    # Its record gone (results/ cleaned), its work dir not: the runner resumes them too;
+    # a "changed" run's are set aside: another command's.
     assert pretraining_shares_done(plan, {**statuses, "s.pretrain.tiny": "todo"}) == shares
     assert pretraining_shares_done(plan, {**statuses, "s.pretrain.tiny": "changed"}) == {}
     statuses["s.pretrain.mini"] = "rerun"  # stopped before its first checkpoint
