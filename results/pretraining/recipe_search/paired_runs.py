@@ -44,6 +44,8 @@ def settings(config: dict) -> dict:
     """LABELLED of a pretrain_config.json; older records lack the later flags, whose
     defaults they ran with, and dropout is read from the model they trained."""
     values = {k: config.get(k, DEFAULTS[k]) for k in LABELLED if k != "dropout"}
+    if not values["dynamic_masking"]:  # mask_rates is unused: the records hold the masks
+        values["mask_rates"] = "as in the records"
     return {**values, "dropout": config["bert_config"]["hidden_dropout_prob"]}
 
 
