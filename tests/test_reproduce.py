@@ -765,7 +765,8 @@ def synthetic_results(tmp_path):
 
 def test_tables_show_ours_paper_diff_and_na(synthetic_results):
     written = tables.build_tables(str(synthetic_results))
-    assert {"table5.md", "table5.csv", "table6.png", "figure5.png", "runs.md"} <= set(written)
+    assert {"table5.md", "table5.csv", "table6.png", "figure5.png", "pretraining.md",
+            "runs.md"} <= set(written)
     table5 = (synthetic_results / "tables" / "table5.md").read_text()
     # Ours = mean +- std over the restarts at the chosen learning rate; paper 86.7.
     assert "80.0 ± 2.0 (n=3) [1 degenerate: constant predictions] / 86.7 (-6.7)" in table5
@@ -795,6 +796,35 @@ def test_a_models_label_says_how_it_was_pretrained():
     assert tables._model_label({"model": {**model, "dropout": None}}) == base  # the size's
     assert tables._model_label({"model": {**model, "dropout": 0.0}}) == base + ", no dropout"
     assert tables._model_label({"model": {**model, "dropout": 0.05}}) == base + ", dropout 0.05"
+
+
+def test_the_pretraining_table_says_which_runs_reached_the_recipes_accuracy():
+    model = {"size": "tiny", "label": "L2/H128/A2", "steps": 22000, "batch_size": 64}
+    records = [
+        {"run_id": "pre.mask0-0-100", "stage": "pretrain", "status": "finished",
+         "info": {"model": {**model, "objective": "nsp", "mask_rates": [0.0, 0.0, 1.0]}},
+         "result": {"step": 22000, "mlm_accuracy": 0.101, "mlm_hidden_accuracy": 0.107,
+                    "mlm_perplexity": 741.8, "nsp_accuracy": 0.83}},
+        {"run_id": "pre.ltr", "stage": "pretrain", "status": "finished",
+         "info": {"model": {**model, "objective": "ltr", "mask_rates": [0.8, 0.1, 0.1]}},
+         "result": {"step": 15000, "mlm_accuracy": 0.3, "mlm_hidden_accuracy": 0.3,
+                    "mlm_perplexity": 90.0}},
+        {"run_id": "pre.running", "stage": "pretrain", "status": "running",
+         "info": {"model": {**model, "objective": "nsp", "mask_rates": [0.8, 0.1, 0.1]}}},
+        {"run_id": "ft", "stage": "finetune", "status": "finished", "info": {"model": model},
+         "result": {"accuracy": 80.0}}]
+    frame = tables.pretraining_frame(records)
+    assert frame["run_id"].tolist() == ["pre.mask0-0-100", "pre.ltr", "pre.running"]
+    assert frame["masks"].tolist() == ["0/0/100", "80/10/10", "80/10/10"]
+    assert frame["sequences"].tolist() == [22000 * 64, 15000 * 64, 22000 * 64]
+    assert frame["reaches_target"].tolist() == [False, True, None]  # 30% itself reaches it
+    lines = tables._pretraining_markdown(frame).splitlines()
+    assert ("| pre.mask0-0-100 | finished | tiny L2/H128/A2, 22000 steps x 64 | nsp | 0/0/100 "
+            "| 1,408,000 | 10.1% | 10.7% | 742 | 83.0% | no |") in lines
+    assert ("| pre.ltr | finished | tiny L2/H128/A2, 22000 steps x 64 | ltr |  | 960,000 "
+            "| 30.0% | 30.0% | 90 |  | yes |") in lines  # an LTR model has no masks
+    assert ("| pre.running | running | tiny L2/H128/A2, 22000 steps x 64 | nsp | 80/10/10 "
+            "| 1,408,000 |  |  |  |  |  |") in lines
 
 
 def test_tables_leave_out_runs_whose_pretraining_was_redone(tmp_path):
