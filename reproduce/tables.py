@@ -399,9 +399,12 @@ TARGET_ACCURACY = 0.30
 
 
 def _masks(model: dict) -> str:
-    """'80/10/10': the shares of targets shown as [MASK], a random token, themselves."""
+    """'80/10/10': the shares of targets shown as [MASK], a random token, themselves; ""
+    for LTR, which masks nothing."""
     rates = model.get("mask_rates")
-    return "/".join(f"{100 * rate:g}" for rate in rates) if rates else ""
+    if not rates or model.get("objective") == "ltr":
+        return ""
+    return "/".join(f"{100 * rate:g}" for rate in rates)
 
 
 def pretraining_frame(records: list) -> pd.DataFrame:
@@ -450,7 +453,7 @@ def _pretraining_markdown(runs: pd.DataFrame) -> str:
         perplexity = "" if pd.isna(r["perplexity"]) else f"{r['perplexity']:.0f}"
         reaches = "" if r["reaches_target"] is None else ("yes" if r["reaches_target"] else "no")
         lines.append(f"| {r['run_id']} | {r['status']} | {r['model']} | {r['objective'] or ''} "
-                     f"| {r['masks'] if r['objective'] != 'ltr' else ''} | {sequences} "
+                     f"| {r['masks']} | {sequences} "
                      f"| {percent(r['accuracy'])} | {percent(r['hidden_accuracy'])} "
                      f"| {perplexity} | {percent(r['nsp_accuracy'])} | {reaches} |")
     return "\n".join(lines) + "\n"

@@ -815,14 +815,14 @@ def test_the_pretraining_table_says_which_runs_reached_the_recipes_accuracy():
          "result": {"accuracy": 80.0}}]
     frame = tables.pretraining_frame(records)
     assert frame["run_id"].tolist() == ["pre.mask0-0-100", "pre.ltr", "pre.running"]
-    assert frame["masks"].tolist() == ["0/0/100", "80/10/10", "80/10/10"]
+    assert frame["masks"].tolist() == ["0/0/100", "", "80/10/10"]  # LTR masks nothing
     assert frame["sequences"].tolist() == [22000 * 64, 15000 * 64, 22000 * 64]
     assert frame["reaches_target"].tolist() == [False, True, None]  # 30% itself reaches it
     lines = tables._pretraining_markdown(frame).splitlines()
     assert ("| pre.mask0-0-100 | finished | tiny L2/H128/A2, 22000 steps x 64 | nsp | 0/0/100 "
             "| 1,408,000 | 10.1% | 10.7% | 742 | 83.0% | no |") in lines
     assert ("| pre.ltr | finished | tiny L2/H128/A2, 22000 steps x 64 | ltr |  | 960,000 "
-            "| 30.0% | 30.0% | 90 |  | yes |") in lines  # an LTR model has no masks
+            "| 30.0% | 30.0% | 90 |  | yes |") in lines
     assert ("| pre.running | running | tiny L2/H128/A2, 22000 steps x 64 | nsp | 80/10/10 "
             "| 1,408,000 |  |  |  |  |  |") in lines
 
