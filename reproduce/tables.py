@@ -417,13 +417,12 @@ def pretraining_frame(records: list) -> pd.DataFrame:
         info = r.get("info") or {}
         model = info.get("model") or {}
         result = r.get("result") or {}
-        steps = result.get("step") or model.get("steps")
         accuracy = result.get("mlm_accuracy")
         rows.append({"run_id": r.get("run_id"), "scale": r.get("scale"),
                      "status": r.get("status"), "model": _model_label(info),
                      "objective": model.get("objective"), "masks": _masks(model),
-                     "sequences": steps * model["batch_size"]
-                     if steps and model.get("batch_size") else None,
+                     "sequences": _pretraining_sequences(  # at its last evaluation
+                         {"model": model, "pretrain_step": result.get("step")}),
                      "accuracy": accuracy,
                      "hidden_accuracy": result.get("mlm_hidden_accuracy"),
                      "perplexity": result.get("mlm_perplexity"),
@@ -435,8 +434,11 @@ def pretraining_frame(records: list) -> pd.DataFrame:
                                        "perplexity", "nsp_accuracy", "reaches_target"])
 
 
+def _blank_or(value, spec: str) -> str:
+    return "" if pd.isna(value) else format(value, spec)
+
+
 def _pretraining_markdown(runs: pd.DataFrame) -> str:
-    percent = lambda x: "" if x is None or pd.isna(x) else f"{x:.1%}"
     lines = ["# Pretraining runs", "",
              "Each run's last held-out evaluation, from its record: accuracy over every "
              "target of the held-out records (80/10/10 masks for every masked LM, so Table "
@@ -449,13 +451,13 @@ def _pretraining_markdown(runs: pd.DataFrame) -> str:
              f"| perplexity | NSP | \u2265 {TARGET_ACCURACY:.0%} |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in runs.iterrows():
-        sequences = "" if pd.isna(r["sequences"]) else f"{int(r['sequences']):,}"
-        perplexity = "" if pd.isna(r["perplexity"]) else f"{r['perplexity']:.0f}"
-        reaches = "" if r["reaches_target"] is None else ("yes" if r["reaches_target"] else "no")
+        reaches = "" if pd.isna(r["reaches_target"]) else ("yes" if r["reaches_target"] else "no")
         lines.append(f"| {r['run_id']} | {r['status']} | {r['model']} | {r['objective'] or ''} "
-                     f"| {r['masks']} | {sequences} "
-                     f"| {percent(r['accuracy'])} | {percent(r['hidden_accuracy'])} "
-                     f"| {perplexity} | {percent(r['nsp_accuracy'])} | {reaches} |")
+                     f"| {r['masks']} | {_blank_or(r['sequences'], ',.0f')} "
+                     f"| {_blank_or(r['accuracy'], '.1%')} "
+                     f"| {_blank_or(r['hidden_accuracy'], '.1%')} "
+                     f"| {_blank_or(r['perplexity'], '.0f')} "
+                     f"| {_blank_or(r['nsp_accuracy'], '.1%')} | {reaches} |")
     return "\n".join(lines) + "\n"
 
 
