@@ -65,7 +65,7 @@ from reproduce.records import load_record, run_status
 from reproduce.report import duration, print_costs, print_plan
 from reproduce.runner import run_plan, stop_child
 from reproduce.scales import SCALES
-from reproduce.units import Speed, next_units, print_units
+from reproduce.units import DONE, Speed, next_units, print_units
 
 COMMITTED_RESULTS = os.path.join(provenance.REPO, "results")
 
@@ -139,6 +139,11 @@ def tfds_fallback_note(data_dir: str) -> str:
             f"pretraining corpus, and SWAG, are n/a")
 
 
+def _runs_to_do(plan, statuses: dict) -> int:
+    """Runs of `plan` not done (a unit's plan also holds the done runs it needs)."""
+    return sum(statuses[k] not in DONE for k in plan.runs)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     data_dir = resolve_data_dir(args.data_dir)
@@ -190,10 +195,10 @@ def main(argv=None) -> int:
     parts = [("the plan", plan)]
     if args.units is not None:
         parts = next_units(plan, statuses, args.units, speed, shares_done)
+        listed = ", ".join(f"{name} ({_runs_to_do(part, statuses)} runs to do)"
+                           for name, part in parts)
         print(f"--units {args.units}: the next unit(s), those that fit a sitting here first, "
-              f"one after another: "
-              f"{', '.join(f'{name} ({len(part.runs)} runs)' for name, part in parts)}",
-              flush=True)
+              f"one after another: {listed}", flush=True)
 
     signal.signal(signal.SIGTERM, stop_child)
     jobs = args.jobs or (rehearsal.JOBS if args.rehearse else 1)
