@@ -82,7 +82,7 @@ CELL_LEGEND = (f"Cells: ours / paper (ours - paper). Ours: mean [{statistics.CON
 def _model_label(info: dict) -> str:
     model = (info or {}).get("model") or {}
     label = model.get("label", "?")
-    if model.get("size"):
+    if model.get("size") and model["size"].replace("_", "/") != label:  # not "L4_H128_A2"
         label = f"{model['size']} {label}"
     if model.get("parameters"):
         label += f" ({model['parameters'] / 1e6:.1f}M)"

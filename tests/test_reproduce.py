@@ -796,6 +796,10 @@ def test_a_models_label_says_how_it_was_pretrained():
     assert tables._model_label({"model": {**model, "dropout": None}}) == base  # the size's
     assert tables._model_label({"model": {**model, "dropout": 0.0}}) == base + ", no dropout"
     assert tables._model_label({"model": {**model, "dropout": 0.05}}) == base + ", dropout 0.05"
+    # A size named by its shape is not said twice.
+    assert tables._model_label({"model": {**model, "size": "L4_H128_A2", "label": "L4/H128/A2",
+                                          "parameters": 4.8e6}}) == \
+        "L4/H128/A2 (4.8M), 15000 steps x 64"
 
 
 def test_the_pretraining_table_says_which_runs_reached_the_recipes_accuracy():
