@@ -5,8 +5,8 @@ fine-tuning settings of each task. `reproduce.experiments` turns a scale into ru
 
   paper  the paper's settings: BERT-Base/Large, 1M steps at batch 256 (90% at 128 tokens,
          10% at 512), the fine-tuning grids and restarts. For TPUs / GPU clusters.
-  cpu    designed for one 2-core machine in about 3.5 hours (results/README.md, "The cpu
-         scale's design").
+  cpu    one 2-core machine, in units of one sitting each, ~16 hours in all
+         (results/README.md, "How the plan is built, and how to run it").
   smoke  the whole pipeline, every stage and every table builder, in minutes.
 """
 
@@ -193,8 +193,8 @@ PAPER = Scale(
 # One 2-core machine, in sittings of about 2.5 hours (`reproduce.units`): each pretraining
 # run (100 minutes) with its fine-tuning, then the shipped checkpoint's fine-tuning.
 # `python -m reproduce.all --scale cpu --dry_run` prints the runs and the units. Why each
-# setting is what it is, with the measurements behind it: results/README.md, "The cpu
-# scale's design", and the pretraining recipe search in results/pretraining/recipe_search.
+# setting is what it is, with the measurements behind it: results/README.md, "How the plan
+# is built", and the pretraining recipe search in results/pretraining/recipe_search.
 # The shipped checkpoint's cells (Tables 1-3) compare with the paper's numbers, not with
 # each other: 3 restarts each, for a mean and an interval, on the whole training sets
 # (MNLI: its 20k-pair sample, all of it) and whole dev sets, which fine-tuning without
@@ -222,7 +222,7 @@ _CPU_MAIN.update({
 # 1e-4 the plan used until 2026-12-05, where the 960k Tiny ended its 3 epochs of SST-2 at a
 # training loss of 0.54 and dev accuracy 67.9 (3 restarts), below the plateau model's 72.7;
 # one restart each at 3e-4 / 1e-3 gave SST-2 74.8 / 75.9, and at 3e-4 MNLI-m 49.0
-# against 40.7 at 1e-4 (results/README.md, "Progress of the 960k plan").
+# against 40.7 at 1e-4 (results/HISTORY.md, "The 960k plan").
 _ABLATION_RATES = (3e-4, 1e-3)
 _CPU_ABLATION = {
     "mnli": Finetune(learning_rates=_ABLATION_RATES, seeds=3),  # the 20k-pair sample, all
