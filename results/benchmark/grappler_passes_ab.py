@@ -1,6 +1,7 @@
 """glue_suite.run end to end under four grappler settings: TensorFlow's default, the
 meta-optimizer off, and every pass off but the remapper (which fuses oneDNN kernels), with
-and without function inlining. Each run a fresh process, the order rotated every round;
+and without function inlining, with glue_suite.benchmark's settings (2,000 examples, 1
+epoch, lr 1e-4, batch 32). Each run a fresh process, the order rotated every round;
 prints each run's stages (metrics.json "timings") and each variant's median.
 
     BERT_DATA_DIR=../shared/data python results/benchmark/grappler_passes_ab.py \
@@ -18,6 +19,8 @@ import sys
 import tempfile
 
 from bert_tf import timing
+from bert_tf.checkpoints import default_checkpoint
+from glue_suite import benchmark
 
 _OFF = ("constant_folding", "shape_optimization", "arithmetic_optimization",
         "dependency_optimization", "loop_optimization", "function_optimization",
@@ -33,12 +36,11 @@ VARIANTS = {
 STAGES = ("trace", "train_steps", "evaluate", "total")
 
 
-def run(variant: str, task: str, output_dir: str) -> dict:
-    """One glue_suite.run (the benchmark's settings) under `variant`: its timings."""
-    argv = ["--task", task, "--epochs", "1", "--learning_rates", "0.0001", "--batch_size",
-            "32", "--eval_batch_size", "64", "--max_seq_length", "128",
-            "--no_test_predictions", "--verbose", "0", "--max_train_examples", "2000",
-            "--output_dir", output_dir]
+def run(variant: str, settings, output_dir: str) -> dict:
+    """One glue_suite.run with glue_suite.benchmark's settings under `variant`: its timings
+    and dev metrics."""
+    command = benchmark.glue_suite_argv(settings, default_checkpoint(), output_dir, None)
+    argv = command[3:]  # after "python -m glue_suite.run"
     code = ("import tensorflow as tf; tf.config.optimizer.set_experimental_options("
             f"{VARIANTS[variant]!r}); from glue_suite import run; run.main({argv!r})")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
@@ -54,11 +56,12 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     print("\n".join(timing.header("results/benchmark/grappler_passes_ab.py")), flush=True)
+    settings = benchmark.build_parser().parse_args(["--task", args.task])
     names, results = list(VARIANTS), {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as workdir:
         for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                t = run(name, args.task, os.path.join(workdir, f"{name}-{r}"))
+            for name in timing.rotated(names, r):
+                t = run(name, settings, os.path.join(workdir, f"{name}-{r}"))
                 results[name].append(t)
                 print(f"round {r + 1}/{args.rounds} {name:18s} "
                       + " ".join(f"{s} {t[s]:6.2f}" for s in STAGES)

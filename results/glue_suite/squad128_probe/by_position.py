@@ -10,6 +10,7 @@ Every restart of every run is scored; each bucket's F1 is the official v1.1 F1 o
 questions. The answer's position is that of its first gold answer's start token in the
 window where that token has the most context, as prediction picks it.
 """
+import copy
 import glob
 import json
 import os
@@ -25,38 +26,41 @@ DEV = "squad/v1.1/dev-v1.1.json"
 VOCAB = "bert_vocab/bert-base-uncased/vocab.txt"
 
 
-def answer_positions(data_dir: str) -> dict:
+def answer_positions(articles: list, vocab_file: str) -> dict:
     """question id -> position of its first gold answer's start token in its window."""
-    articles = squad_readers.load_squad_json(os.path.join(data_dir, DEV))["data"]
-    for article in articles:  # a training example has one answer: the first gold one
+    first_answers = copy.deepcopy(articles)
+    for article in first_answers:  # a training example has one answer: the first gold one
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 qa["answers"] = qa["answers"][:1]
-    examples, _ = squad_readers.squad_examples(articles, version_2=False, training=True)
-    tokenizer = BertTokenizer(os.path.join(data_dir, VOCAB), lower_case=True)
+    examples, _ = squad_readers.squad_examples(first_answers, version_2=False, training=True)
     settings = features.FeatureSettings(max_seq_length=384, doc_stride=128,
                                         max_query_length=64)
-    rows = features._squad_windows(examples, tokenizer, settings, training=True)
+    windows = features.squad_features("squad1.1", examples,
+                                      BertTokenizer(vocab_file, lower_case=True), settings,
+                                      training=True)
     positions = {}
-    for i, _, _, is_max, start, _, query_length in rows:
-        if start and is_max[start - query_length - 2]:
-            positions[examples[i].qas_id] = start
+    for i, start, is_max in zip(windows["example_index"], windows["start_positions"],
+                                windows["token_is_max_context"]):
+        if start and is_max[start]:  # the window that holds the answer with most context
+            positions[examples[i].qas_id] = int(start)
     return positions
 
 
-def f1_by_bucket(gold: dict, predictions: dict, positions: dict) -> dict:
+def f1_by_bucket(gold: dict, predictions: dict, positions: dict) -> tuple[dict, dict]:
+    """({bucket: F1}, {bucket: questions}) of one restart's predictions."""
     buckets = {"< 128": [], ">= 128": []}
     for qid, position in positions.items():
         f1 = max(squad_eval.f1_v1(predictions.get(qid, ""), g) for g in gold[qid])
         buckets["< 128" if position < PRETRAINED_POSITIONS else ">= 128"].append(f1)
-    return {k: 100 * float(np.mean(v)) for k, v in buckets.items()}, \
-        {k: len(v) for k, v in buckets.items()}
+    return ({k: 100 * float(np.mean(v)) for k, v in buckets.items()},
+            {k: len(v) for k, v in buckets.items()})
 
 
 def main(run_dirs):
     data_dir = os.environ["BERT_DATA_DIR"]
-    positions = answer_positions(data_dir)
     dev = squad_readers.load_squad_json(os.path.join(data_dir, DEV))["data"]
+    positions = answer_positions(dev, os.path.join(data_dir, VOCAB))
     gold = {qa["id"]: [a["text"] for a in qa["answers"]]
             for article in dev for p in article["paragraphs"] for qa in p["qas"]}
     counts = None
