@@ -106,7 +106,8 @@ class GridProgress:
         """Marks a point finished (its predictions are in `point_dir` already); with
         `best_model` (it is the best point so far) keeps its weights, in place of the
         previous best's: saved before the point counts as finished, so the best finished
-        point always has its weights."""
+        point has its weights whenever a run keeps them (glue_suite.run: when test
+        predictions or an export need the best model)."""
         lr, seed = entry["learning_rate"], entry["seed"]
         if best_model is not None:
             best_model.save_weights(self._weights_path(lr, seed))

@@ -324,9 +324,10 @@ def assert_same_grid(result, reference):
 
 def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkeypatch):
     """Stopped during its second grid point, the same command trains only that point;
-    stopped after its grid (outputs not written yet), it trains none and rebuilds the
-    best model from its saved weights. Both end as the uninterrupted run does. Another
-    setting trains every point again."""
+    stopped after its grid (outputs not written yet), it trains none and, where its test
+    predictions need the best model, rebuilds it from its saved weights (without them no
+    weights are saved: the points' predictions are the outputs). Each ends as the
+    uninterrupted run does. Another setting trains every point again."""
     grid = ("--learning_rates", "1e-3,1e-4", "--no_test_predictions")
     _, reference = _main(world, tmp_path, "rte", *grid)
     calls = {"fine_tune": 0, "restore_model": 0}
@@ -358,18 +359,23 @@ def test_a_stopped_grid_resumes_from_its_finished_points(world, tmp_path, monkey
     def fail_once(*args, **kwargs):
         monkeypatch.setattr(run, "write_outputs", write_outputs)
         raise KeyboardInterrupt
-    out, write_outputs = tmp_path / "stopped_after_grid", run.write_outputs
-    monkeypatch.setattr(run, "write_outputs", fail_once)
-    with pytest.raises(KeyboardInterrupt):
-        run.main(_argv(world, out, "rte", *grid))
-    calls.update(fine_tune=0, restore_model=0)
-    assert run.main(_argv(world, out, "rte", *grid)) == 0
-    resumed = json.loads((out / "metrics.json").read_text())
-    assert calls == {"fine_tune": 0, "restore_model": 1}
-    assert_same_grid(resumed, reference)
-    assert resumed["metrics"] == pytest.approx(reference["metrics"])  # the rebuilt best
-    assert (out / "dev_predictions.tsv").read_text() == \
-        (tmp_path / "rte" / "dev_predictions.tsv").read_text()
+    write_outputs = run.write_outputs
+    for name, flags, weights, restored in (("stopped_after_grid", grid, [], 0),
+                                           ("stopped_before_test", grid[:2], ["best"], 1)):
+        out = tmp_path / name
+        monkeypatch.setattr(run, "write_outputs", fail_once)
+        with pytest.raises(KeyboardInterrupt):
+            run.main(_argv(world, out, "rte", *flags))
+        assert [p.name.split("-")[0] for p in (out / "grid_progress").glob("*.h5")] == weights
+        calls.update(fine_tune=0, restore_model=0)
+        assert run.main(_argv(world, out, "rte", *flags)) == 0
+        resumed = json.loads((out / "metrics.json").read_text())
+        assert calls == {"fine_tune": 0, "restore_model": restored}
+        assert_same_grid(resumed, reference)
+        assert resumed["metrics"] == pytest.approx(reference["metrics"])
+        assert (out / "dev_predictions.tsv").read_text() == \
+            (tmp_path / "rte" / "dev_predictions.tsv").read_text()
+    assert (out / "submission" / "RTE.tsv").exists()  # written by the rebuilt best
 
     # Points trained with other settings are not taken: the progress is discarded.
     out, stop_at = tmp_path / "other_settings", {"fine_tune": calls["fine_tune"] + 2}
