@@ -216,15 +216,25 @@ def summarize(rounds: list, recipes: list) -> dict:
 
 
 def _median_timings(results: list) -> dict:
-    """Per stage, the median over rounds of a recipe's own "timings"."""
+    """Per stage, the median over rounds of a recipe's own "timings"; with their "total",
+    also "exit": the subprocess's seconds after it (its own clock starts at the process's
+    start tick, so what is left is its shutdown, 1-1.6 s for a TensorFlow or PyTorch
+    process that exits as Python does by default)."""
     stages = results[0]["timings"]
-    return {k: round(statistics.median(r["timings"][k] for r in results), 2) for k in stages}
+    medians = {k: round(statistics.median(r["timings"][k] for r in results), 2) for k in stages}
+    if "total" in stages:
+        medians["exit"] = round(statistics.median(r["seconds"] - r["timings"]["total"]
+                                                  for r in results), 2)
+    return medians
 
 
 def report(record: dict) -> str:
     """The printed report of a benchmark record (`benchmark`'s return value)."""
     recipes, summary = record["recipes"], record["summary"]
     lines = [*provenance.stamp_lines(record),
+             *(f"{recipe}: commit {git.get('commit') or 'unknown'}"
+               + (f" + {provenance.uncommitted(git)}" if provenance.uncommitted(git) else "")
+               for recipe, git in record.get("checkouts", {}).items()),
              "", "round  " + "  ".join(f"{r:>18}" for r in recipes)]
     for number, times in enumerate(record["rounds"], start=1):
         lines.append(f"{number:>5}  " + "  ".join(f"{times[r]['seconds']:>17.1f}s"
@@ -258,6 +268,8 @@ def benchmark(args: argparse.Namespace, command: str) -> dict:
                       f"{times[recipe]['seconds']:.1f} s", file=sys.stderr, flush=True)
             rounds.append(times)
     return {**provenance.stamp(command),
+            "checkouts": {r: provenance.git_commit(r.partition("@")[2]) for r in recipes
+                          if "@" in r},  # the code each glue_suite@DIR ran
             "settings": {k: v for k, v in vars(args).items() if k != "output_file"},
             "recipes": recipes, "rounds": rounds, "summary": summarize(rounds, recipes)}
 

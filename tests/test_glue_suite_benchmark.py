@@ -16,6 +16,7 @@ def _record(rounds):
                     "diff_sha256": "0123456789abcdef"},
             "machine": {"cpu": "Some CPU", "cpu_cores": 2, "memory_gib": 8.0, "gpus": [],
                         "packages": {"tensorflow": "2.20.0"}},
+            "checkouts": {"glue_suite@../base": {"commit": "def456", "dirty": False}},
             "recipes": ["glue_suite", "hf_torch"], "rounds": rounds,
             "summary": benchmark.summarize(rounds, ["glue_suite", "hf_torch"])}
 
@@ -43,7 +44,7 @@ def test_recipes_flag(tmp_path):
 
 def test_summary_and_report():
     timings = {"startup": 5.0, "featurize": 1.0, "trace": 8.0, "train_steps": 20.0}
-    hf_timings = lambda train: {"startup": 6.0, "train_steps": train}
+    hf_timings = lambda train: {"startup": 6.0, "train_steps": train, "total": train + 6.0}
     rounds = [{"glue_suite": {"seconds": 40.0, "metrics": {"accuracy": 80.0}, "timings": timings},
                "hf_torch": {"seconds": 80.0, "metrics": {"accuracy": 79.5},
                             "timings": hf_timings(60.0)}},
@@ -60,14 +61,16 @@ def test_summary_and_report():
     assert ratio["of_medians"] == pytest.approx(85 / 45, abs=1e-3)
     assert (ratio["min"], ratio["max"]) == (pytest.approx(1.8), pytest.approx(2.0))
     assert summary["timings_median"] == {"glue_suite": timings,
-                                         "hf_torch": {"startup": 6.0, "train_steps": 70.0}}
+                                         "hf_torch": {"startup": 6.0, "train_steps": 70.0,
+                                                      "total": 76.0, "exit": 14.0}}
     text = benchmark.report(record)
     for expected in ("command: python -m glue_suite.benchmark",
                      "commit:  abc123 + uncommitted changes to glue_suite/run.py (diff sha256 "
                      "0123456789ab)", "date:    2026-01-01T00:00:00", "machine: Some CPU x2 cores", "median", "time hf_torch/glue_suite: 1.89x",
                      "range 1.80-2.00", "dev glue_suite: accuracy 80.00",
                      "dev hf_torch: accuracy 79.50", "glue_suite timings (median s): startup 5.0",
-                     "hf_torch timings (median s): startup 6.0, train_steps 70.0"):
+                     "hf_torch timings (median s): startup 6.0, train_steps 70.0, total 76.0, "
+                     "exit 14.0", "glue_suite@../base: commit def456\n"):
         assert expected in text, expected
     json.dumps(record)  # the --output_file record is plain JSON
 
