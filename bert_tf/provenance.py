@@ -140,6 +140,12 @@ def uncommitted(git: dict, named: int = 10) -> str:
     return f"uncommitted changes to {files}{diff}"
 
 
+def code_text(git: dict) -> str:
+    """The code a `git_commit()` names, in words: 'abc123 + uncommitted changes to ...'."""
+    changes = uncommitted(git)
+    return (git.get("commit") or "unknown") + (f" + {changes}" if changes else "")
+
+
 def stamp(command: str) -> dict:
     """What ran, from which code, when and where: {"command", "git", "date" (UTC, ISO
     8601), "machine"}, the head of every benchmark's output."""
@@ -149,10 +155,8 @@ def stamp(command: str) -> dict:
 
 def stamp_lines(values: dict) -> list:
     """A `stamp` as the lines a printed result starts with."""
-    changes = uncommitted(values["git"])
     return [f"command: {values['command']}",
-            f"commit:  {values['git'].get('commit') or 'unknown'}"
-            + (f" + {changes}" if changes else ""),
+            f"commit:  {code_text(values['git'])}",
             f"date:    {values['date']}",
             f"machine: {summary(values['machine'])}"]
 

@@ -232,8 +232,7 @@ def report(record: dict) -> str:
     """The printed report of a benchmark record (`benchmark`'s return value)."""
     recipes, summary = record["recipes"], record["summary"]
     lines = [*provenance.stamp_lines(record),
-             *(f"{recipe}: commit {git.get('commit') or 'unknown'}"
-               + (f" + {provenance.uncommitted(git)}" if provenance.uncommitted(git) else "")
+             *(f"{recipe}: commit {provenance.code_text(git)}"
                for recipe, git in record.get("checkouts", {}).items()),
              "", "round  " + "  ".join(f"{r:>18}" for r in recipes)]
     for number, times in enumerate(record["rounds"], start=1):
