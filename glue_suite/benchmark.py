@@ -182,9 +182,8 @@ def run_recipe(recipe: str, args: argparse.Namespace, checkpoint: str, workdir: 
     else:
         command = glue_suite_argv(args, checkpoint, directory, recipe_length_multiple(recipe))
         result_file = os.path.join(directory, "metrics.json")
-    checkout = recipe.partition("@")[2] or None  # glue_suite@DIR runs DIR's code
     began = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=checkout)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=recipe_checkout(recipe))
     seconds = time.perf_counter() - began
     if done.returncode:
         raise RuntimeError(f"{recipe} failed ({shlex.join(command)}):\n{done.stderr[-3000:]}")
@@ -267,14 +266,19 @@ def benchmark(args: argparse.Namespace, command: str) -> dict:
                       f"{times[recipe]['seconds']:.1f} s", file=sys.stderr, flush=True)
             rounds.append(times)
     return {**provenance.stamp(command),
-            "checkouts": {r: provenance.git_commit(r.partition("@")[2]) for r in recipes
-                          if "@" in r},  # the code each glue_suite@DIR ran
+            "checkouts": {r: provenance.git_commit(recipe_checkout(r)) for r in recipes
+                          if recipe_checkout(r)},  # the code each glue_suite@DIR ran
             "settings": {k: v for k, v in vars(args).items() if k != "output_file"},
             "recipes": recipes, "rounds": rounds, "summary": summarize(rounds, recipes)}
 
 
 def recipe_number(args: argparse.Namespace, recipe: str) -> int:
     return list(args.recipes).index(recipe)
+
+
+def recipe_checkout(recipe: str) -> Optional[str]:
+    """The checkout whose code a glue_suite@DIR recipe runs (DIR); None: this one's."""
+    return recipe.partition("@")[2] or None
 
 
 def recipe_length_multiple(recipe: str) -> Optional[int]:
