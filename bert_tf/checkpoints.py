@@ -18,6 +18,7 @@ Formats, told apart by the files in the directory:
 import dataclasses
 import errno
 import glob
+import logging
 import os
 import shutil
 from typing import Optional
@@ -27,6 +28,12 @@ import numpy as np
 from bert_tf.cli import InputError, MissingInputError
 from bert_tf.config import BertConfig
 from bert_tf.files import atomic_open, atomic_path, read_json, write_json
+
+logger = logging.getLogger(__name__)
+
+# config.json's key for the longest sequence pretraining showed the model (our exports
+# write it; other formats have no such fact). Position embeddings beyond it never trained.
+PRETRAINING_SEQ_LENGTH = "pretraining_seq_length"
 
 OWN_WEIGHTS = "weights.safetensors"
 HEADS = ("mlm", "nsp")  # the pretraining heads, by their key in a model dict
@@ -190,6 +197,7 @@ class Checkpoint:
     vocab_file: str
     lower_case: bool
     weights: dict               # our attribute path -> np.ndarray
+    pretraining_seq_length: Optional[int] = None  # where config.json records it
 
     @property
     def heads(self) -> tuple:
@@ -204,12 +212,22 @@ class Checkpoint:
 def check_max_seq_length(checkpoint: Checkpoint, max_seq_length: int,
                          flag: str = "--max_seq_length") -> None:
     """InputError, naming the checkpoint's config, if its position embeddings are fewer
-    than `max_seq_length` (checked before any featurizing or training)."""
+    than `max_seq_length` (checked before any featurizing or training); a warning if
+    pretraining never trained the positions up to it (`PRETRAINING_SEQ_LENGTH`)."""
     limit = checkpoint.config.max_position_embeddings
     if max_seq_length > limit:
         raise InputError(checkpoint.config_file, None,
                          f"max_position_embeddings is {limit}; {flag} {max_seq_length} "
                          f"needs at least that many positions")
+    trained = checkpoint.pretraining_seq_length
+    if trained and max_seq_length > trained:
+        logger.warning(
+            "%s: %s is %d, so position embeddings %d-%d were never trained, and every input "
+            "longer than %d tokens reads them (%s %d). To stay on trained positions, use %s "
+            "%d; to train them, pretrain a last phase at the longer length "
+            "(bert_tf.pretrain --phase2_train_files, as the paper's last 10%% of steps).",
+            checkpoint.config_file, PRETRAINING_SEQ_LENGTH, trained, trained,
+            max_seq_length - 1, trained, flag, max_seq_length, flag, trained)
 
 
 # The column of `NameMapRow` that names a variable in each format.
@@ -379,7 +397,8 @@ def read_checkpoint(directory: Optional[str] = None, heads: Optional[bool] = Fal
                          f"from the {fmt} checkpoint{hint}, first: {missing[:5]}")
     weights = {row.ours: weights[row.ours] for row in rows}
     return Checkpoint(directory, fmt, config, vocab_file,
-                      _lower_case(directory, config_values, vocab_file), weights)
+                      _lower_case(directory, config_values, vocab_file), weights,
+                      config_values.get(PRETRAINING_SEQ_LENGTH))
 
 
 def _rows(root: dict, heads) -> list:
@@ -454,13 +473,15 @@ def copy_vocab(vocab_file: str, path: str) -> None:
 
 
 def write_checkpoint(directory: str, config: BertConfig, weights: dict, vocab_file: str,
-                     lower_case: bool) -> None:
-    """Writes our format: config.json, weights.safetensors (our names), vocab.txt."""
+                     lower_case: bool, pretraining_seq_length: Optional[int] = None) -> None:
+    """Writes our format: config.json, weights.safetensors (our names), vocab.txt.
+    `pretraining_seq_length`: recorded in config.json where given (pretraining exports)."""
     from safetensors.numpy import save_file
     os.makedirs(directory, exist_ok=True)
+    trained = {PRETRAINING_SEQ_LENGTH: pretraining_seq_length} if pretraining_seq_length else {}
     write_json(os.path.join(directory, "config.json"),
-               {**config.to_dict(), "model_type": "bert", "do_lower_case": lower_case},
-               sort_keys=True)
+               {**config.to_dict(), "model_type": "bert", "do_lower_case": lower_case,
+                **trained}, sort_keys=True)
     # All or nothing, so that a crash never leaves a half-written weights file behind.
     # save_file, not save: no second in-memory copy of the whole file (BERT-Large: 1.3 GB).
     with atomic_path(os.path.join(directory, OWN_WEIGHTS)) as tmp:
@@ -469,7 +490,7 @@ def write_checkpoint(directory: str, config: BertConfig, weights: dict, vocab_fi
 
 
 def save_checkpoint(directory: str, root: dict, vocab_file: str, lower_case: bool,
-                    heads=False) -> None:
+                    heads=False, pretraining_seq_length: Optional[int] = None) -> None:
     """Writes the layers in `root` in our format (see `write_checkpoint`)."""
     write_checkpoint(directory, root["encoder"].config, collect_weights(root, heads),
-                     vocab_file, lower_case)
+                     vocab_file, lower_case, pretraining_seq_length)

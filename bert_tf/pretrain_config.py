@@ -186,6 +186,11 @@ class PretrainConfig:
         """The phase (1 or 2) that the step after `step` steps belongs to."""
         return 2 if self.phase2_train_files and step >= self.phase1_steps else 1
 
+    def trained_seq_length(self, step: int) -> int:
+        """The longest sequence the model has been shown after `step` steps: the
+        position embeddings beyond it are still as initialized."""
+        return self.phase2_seq_length if self.phase_of(step - 1) == 2 else self.max_seq_length
+
     def phase_data(self, phase: int) -> tuple:
         """(files, max_seq_length, max_predictions_per_seq) of a phase."""
         if phase == 1:

@@ -28,6 +28,7 @@ import functools
 import os
 import tempfile
 import time
+from typing import Optional
 
 import keras
 import numpy as np
@@ -338,19 +339,32 @@ class Trainer:
         return mean_metrics({k: float(v.astype(np.float64).sum())
                              for k, v in self.heldout_examples.items()})
 
-    def export(self, directory: str) -> None:
-        """Encoder + MLM + NSP heads in our checkpoint format, for fine-tuning."""
+    def export(self, directory: str, step: int) -> None:
+        """Encoder + MLM + NSP heads in our checkpoint format, for fine-tuning, with the
+        longest sequence the model has seen after `step` steps."""
+        save = functools.partial(save_checkpoint, root=self.model.heads(),
+                                 vocab_file=self.vocab_file, lower_case=self.lower_case,
+                                 heads=True,
+                                 pretraining_seq_length=self._trained_seq_length(step))
         if "://" not in directory:
-            save_checkpoint(directory, self.model.heads(), self.vocab_file,
-                            self.lower_case, heads=True)
+            save(directory)
             return
         with tempfile.TemporaryDirectory() as local:  # e.g. gs://: write locally, copy
-            save_checkpoint(local, self.model.heads(), self.vocab_file,
-                            self.lower_case, heads=True)
+            save(local)
             tf.io.gfile.makedirs(directory)
             for name in os.listdir(local):
                 tf.io.gfile.copy(os.path.join(local, name), f"{directory}/{name}",
                                  overwrite=True)
+
+    def _trained_seq_length(self, step: int) -> Optional[int]:
+        """The longest sequence the model has seen after `step` steps, counting an
+        --init_checkpoint's own pretraining; None where that is unknown (a checkpoint
+        that does not record it, e.g. another format's)."""
+        here = self.config.trained_seq_length(step)
+        if self.init is None:
+            return here
+        before = self.init.pretraining_seq_length
+        return None if before is None else max(here, before)
 
     @property
     def learning_rate(self) -> float:
@@ -452,7 +466,7 @@ class Trainer:
         # Export before checkpointing: a run killed in between redoes the steps up to
         # here, so no checkpoint lies beyond a step export that was not written.
         if step in config.export_steps and self.is_chief:
-            self.export(config.step_export_dir(step))
+            self.export(config.step_export_dir(step), step)
             log(f"exported step {step} to {config.step_export_dir(step)}")
         if step % config.save_checkpoints_steps == 0 or done:
             self.save()
@@ -498,7 +512,7 @@ class Trainer:
             eval_metrics = self.evaluate()
         final = eval_metrics or train_metrics
         if self.is_chief:
-            self.export(config.final_export_dir)
+            self.export(config.final_export_dir, step)
             write_json(os.path.join(config.model_dir, "eval_results.json"),
                        {"step": step, **final, **self.plateau}, sort_keys=True)
             if config.eval_files:

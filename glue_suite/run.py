@@ -109,6 +109,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line (the harness parses its planned commands with it). One statement
     per flag, in --help order: a long function, but a flat list reads best."""
@@ -142,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "5e-5,4e-5,3e-5,2e-5 for GLUE; 1e-4,5e-5,3e-5 for checkpoints "
                         "smaller than Base); the best run on dev is reported")
     p.add_argument("--seeds", type=_positive, default=1,
-                   help="restarts per learning rate, seeds 0 .. N-1 (default 1)")
+                   help="restarts per learning rate, seeds S .. S+N-1 (default 1)")
+    p.add_argument("--first_seed", type=_non_negative, default=0,
+                   help="S above (default 0): restarts beyond a grid already run, e.g. "
+                        "on another machine")
     p.add_argument("--epochs", type=_positive)
     p.add_argument("--batch_size", type=_positive)
     p.add_argument("--eval_batch_size", type=_positive, default=train.eval_batch_size)

@@ -146,7 +146,8 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         predict_test=not args.no_test_predictions,
         learning_rates=tuple(args.learning_rates) if args.learning_rates else None,
         learning_rate_grid="--learning_rates" if args.learning_rates else None,
-        seeds=tuple(range(args.seeds)), train=train, features=features,
+        seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)), train=train,
+        features=features,
         squad=scoring.SquadOptions(args.n_best_size, args.max_answer_length,
                                    args.null_score_diff_threshold),
         strategy=args.strategy, tpu=args.tpu, precision=args.precision)

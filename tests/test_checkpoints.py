@@ -3,14 +3,15 @@ implementations: Hugging Face transformers (PyTorch) and tf-models-official (tf_
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 
 import numpy as np
 import pytest
 
-from bert_tf.checkpoints import (assign_weights, collect_weights, load_encoder, name_map,
-                                 read_checkpoint, save_checkpoint)
+from bert_tf.checkpoints import (assign_weights, check_max_seq_length, collect_weights,
+                                 load_encoder, name_map, read_checkpoint, save_checkpoint)
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import MaskedLMHead, NextSentenceHead
@@ -267,6 +268,27 @@ def test_bad_checkpoints_are_clear_errors(tmp_path, vocab_file):
     (directory / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
     with pytest.raises(ValueError, match="expected a BERT config.*roberta"):
         read_checkpoint(str(directory))
+
+
+def test_positions_beyond_the_pretraining_length_are_a_warning(tmp_path, vocab_file, caplog):
+    """config.json's pretraining_seq_length (our pretraining's exports write it) is read
+    back; a --max_seq_length beyond it warns of the untrained positions (it is no error:
+    fine-tuning may train them); past max_position_embeddings stays an error."""
+    source = tiny_model(11)
+    save_checkpoint(str(tmp_path / "short"), source, vocab_file, True, pretraining_seq_length=8)
+    save_checkpoint(str(tmp_path / "unknown"), source, vocab_file, True)
+    short, unknown = (read_checkpoint(str(tmp_path / d)) for d in ("short", "unknown"))
+    assert (short.pretraining_seq_length, unknown.pretraining_seq_length) == (8, None)
+    with caplog.at_level(logging.WARNING, logger="bert_tf.checkpoints"):
+        check_max_seq_length(short, 8)
+        check_max_seq_length(unknown, 16)
+        assert not caplog.records
+        check_max_seq_length(short, 12)
+    [record] = caplog.records
+    assert "position embeddings 8-11 were never trained" in record.getMessage()
+    assert "use --max_seq_length 8" in record.getMessage()
+    with pytest.raises(ValueError, match="max_position_embeddings is 16"):
+        check_max_seq_length(short, 17)
 
 
 def test_foreign_checkpoint_missing_a_variable_names_it(tmp_path, vocab_file):

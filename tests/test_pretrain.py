@@ -425,9 +425,11 @@ def test_export_steps_write_intermediate_models_without_changing_the_run(data, r
     config = make_config(data, tmp_path)
     main([*cli_args(config), "--steps_per_execution", "3", "--export_steps", "4,2"])
     np.testing.assert_allclose(train_losses(tmp_path), reference[0], rtol=1e-6)
-    exports = {step: read_checkpoint(str(tmp_path / f"export_{step}"), heads=True).weights
+    exports = {step: read_checkpoint(str(tmp_path / f"export_{step}"), heads=True)
                for step in (2, 4)}
-    final = read_checkpoint(str(tmp_path / "export"), heads=True).weights
+    final = read_checkpoint(str(tmp_path / "export"), heads=True)
+    assert {c.pretraining_seq_length for c in (*exports.values(), final)} == {T}
+    exports, final = {step: c.weights for step, c in exports.items()}, final.weights
     assert exports[2].keys() == exports[4].keys() == final.keys()
     for a, b in ((exports[2], exports[4]), (exports[4], final)):
         assert not np.allclose(a["encoder.blocks.0.output_dense.kernel"],
@@ -467,6 +469,7 @@ def test_init_checkpoint_continues_from_an_export_with_its_heads(full_run, tmp_p
     assert source["path"] == os.path.relpath(export) and source["format"] == "ours"
     assert source["heads"] == ["mlm", "nsp"] and len(source["weights_sha256"]) == 64
     assert written["model_size"] is None and written["bert_config"]["num_hidden_layers"] == 2
+    assert read_checkpoint(str(tmp_path / "export")).pretraining_seq_length == T
 
     config = PretrainConfig(None, "nsp", config.train_files, None, str(tmp_path),
                             init_checkpoint=export, num_train_steps=2, num_warmup_steps=1,
@@ -536,6 +539,9 @@ def test_two_phases_resume_exactly_in_either_phase(data, tmp_path):
 
     losses, weights, trainer = run(config("full"))
     assert trainer.phase == 2
+    # Positions up to T2 are trained once phase 2 has begun; the export says so.
+    assert [trainer.config.trained_seq_length(s) for s in (1, 2, 3, 4)] == [T, T, T2, T2]
+    assert read_checkpoint(str(tmp_path / "full" / "export")).pretraining_seq_length == T2
     assert trainer.iterators[0].element_spec["input_ids"].shape == (16, T2)
     for step in (2, 3):  # 2: the boundary (phase 2 not begun), 3: inside phase 2
         directory = tmp_path / f"from_{step}"

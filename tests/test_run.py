@@ -52,7 +52,9 @@ def make_checkpoint(directory) -> str:
                         max_position_embeddings=64)
     encoder = BertEncoder(config)
     encoder.build()
-    save_checkpoint(str(directory), {"encoder": encoder}, vocab, lower_case=True)
+    # Pretrained on shorter inputs than the tests' --max_seq_length 48: a warning, recorded.
+    save_checkpoint(str(directory), {"encoder": encoder}, vocab, lower_case=True,
+                    pretraining_seq_length=32)
     return str(directory)
 
 
@@ -181,6 +183,7 @@ def _check_common(result, task, num_train):
     assert set(TASKS[task].metrics) <= set(result["metrics"])
     assert result["train_examples"] == num_train
     assert result["config"]["task"] == task and result["checkpoint"]["format"] == "ours"
+    assert result["checkpoint"]["pretraining_seq_length"] == 32
     assert result["hardware"]["packages"]["tensorflow"] and result["hardware"]["cpu_cores"] >= 1
     assert result["wall_seconds"] > 0 and result["command"].startswith("python -m glue_suite.run")
     assert result["featurization"]["train"]["examples_per_second"] > 0
@@ -220,6 +223,12 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
         assert rescored["accuracy"] == pytest.approx(point["metrics"]["accuracy"])
     gold = read_tsv("rte", str(out / "restarts" / "gold" / "dev_labels.tsv"))
     assert list(gold) == [str(i) for i in range(10)]
+    # --first_seed adds restarts beyond that grid: seed 1 alone is the grid's seed 1.
+    _, more = _main(world, tmp_path / "more", "rte", "--learning_rates", "1e-3",
+                    "--first_seed", "1")
+    [point] = more["grid"]["runs"]
+    assert (point["learning_rate"], point["seed"]) == (1e-3, 1)
+    assert point["metrics"] == grid["runs"][1]["metrics"]
     assert _restart_accuracies(out, result) == pytest.approx(
         [r["metrics"]["accuracy"] for r in statistics.picked_restarts(result)])
 
