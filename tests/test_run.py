@@ -223,14 +223,15 @@ def test_classification_end_to_end_with_grid_seeds_and_submission(world, tmp_pat
         assert rescored["accuracy"] == pytest.approx(point["metrics"]["accuracy"])
     gold = read_tsv("rte", str(out / "restarts" / "gold" / "dev_labels.tsv"))
     assert list(gold) == [str(i) for i in range(10)]
+    assert _restart_accuracies(out, result) == pytest.approx(
+        [r["metrics"]["accuracy"] for r in statistics.picked_restarts(result)])
+
     # --first_seed adds restarts beyond that grid: seed 1 alone is the grid's seed 1.
     _, more = _main(world, tmp_path / "more", "rte", "--learning_rates", "1e-3",
                     "--first_seed", "1")
     [point] = more["grid"]["runs"]
     assert (point["learning_rate"], point["seed"]) == (1e-3, 1)
     assert point["metrics"] == grid["runs"][1]["metrics"]
-    assert _restart_accuracies(out, result) == pytest.approx(
-        [r["metrics"]["accuracy"] for r in statistics.picked_restarts(result)])
 
     # Second run into the same directory: --overwrite moves the first run's outputs aside,
     # all together; every split comes from the feature cache, which stays.
